@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# hpc.slurm_k8s image entrypoint (installed as /usr/local/sbin/slurm-k8s-entrypoint, run under tini).
+# Implements the image contract of docs/architecture.md:
+#   slurm-k8s-entrypoint slurmctld|slurmdbd|slurmd|login [extra daemon args...]
+#   slurm-k8s-entrypoint COMMAND [ARGS...]   (any other command, after the common set-up)
+set -euo pipefail
+
+PROG=slurm-k8s-entrypoint
+log() { echo "$PROG: $*" >&2; }
+die() { echo "$PROG: ERROR: $*" >&2; exit 1; }
+[[ ${SLURM_K8S_DEBUG:-false} == true ]] && set -x
+
+# Mount points of the contract (overridable for tests only).
+K8S_ROOT=${SLURM_K8S_ROOT:-/etc/slurm-k8s}
+CONFIG_DIR=$K8S_ROOT/config
+MUNGE_KEY_SRC=$K8S_ROOT/munge/munge.key
+DBD_CONF_SRC=$K8S_ROOT/slurmdbd/slurmdbd.conf
+SSH_DIR=$K8S_ROOT/ssh
+USERS_DIR=$K8S_ROOT/users
+USERS_FILE=$USERS_DIR/users
+SLURM_ETC=/etc/slurm
+STATE_DIR=/var/spool/slurmctld
+
+usage() {
+  cat >&2 <<EOF
+usage: $PROG slurmctld|slurmdbd|slurmd|login [ARGS...]
+       $PROG COMMAND [ARGS...]      (runs COMMAND after the common set-up, e.g. bash)
+EOF
+}
+
+[[ $# -ge 1 ]] || { usage; die "no role or command given"; }
+ROLE=$1
+shift
+
+IS_ROOT=false
+[[ $(id -u) -eq 0 ]] && IS_ROOT=true
+case $ROLE in
+  slurmctld|slurmdbd|slurmd|login)
+    # the daemons drop privileges themselves (SlurmUser, munge, sshd privilege separation)
+    [[ $IS_ROOT == true ]] || die "role $ROLE must start as root (uid 0), not uid $(id -u): do not set runAsUser" ;;
+esac
+
+# --- configuration: symlink each ConfigMap file into /etc/slurm --------------------------------
+link_config() {
+  local required=$1 f name n=0
+  if [[ ! -d $CONFIG_DIR ]]; then
+    [[ $required == true ]] && die "missing mount $CONFIG_DIR/ (ConfigMap with slurm.conf) needed by role $ROLE"
+    log "no $CONFIG_DIR/ mounted; using $SLURM_ETC as it is"
+    return 0
+  fi
+  # drop links left by a previous run of this container to files that are gone from the ConfigMap
+  for f in "$SLURM_ETC"/*; do
+    if [[ -L $f && $(readlink "$f") == "$CONFIG_DIR"/* && ! -e $f ]]; then rm -f "$f"; fi
+  done
+  for f in "$CONFIG_DIR"/*; do
+    [[ -e $f ]] || continue
+    name=${f##*/}
+    [[ -f $f ]] || continue   # kubelet's ..data and timestamp dirs start with a dot: not matched by *
+    if [[ $name == slurmdbd.conf ]]; then
+      log "ignoring $f: slurmdbd.conf comes from $DBD_CONF_SRC (a Secret)"; continue
+    fi
+    ln -sfn "$f" "$SLURM_ETC/$name"
+    n=$((n + 1))
+  done
+  if [[ $required == true && ! -e $SLURM_ETC/slurm.conf ]]; then
+    die "missing $CONFIG_DIR/slurm.conf (role $ROLE needs it)"
+  fi
+  log "linked $n file(s) from $CONFIG_DIR into $SLURM_ETC"
+}
+
+# --- users: name:uid:gid:shell, home /home/name ------------------------------------------------
+create_users() {
+  local make_homes=$1 with_keys=$2 line name uid gid shell rest lineno=0 existing home keys
+  if [[ ! -f $USERS_FILE ]]; then
+    log "no $USERS_FILE mounted; no site users created"
+    return 0
+  fi
+  if [[ $IS_ROOT != true ]]; then
+    log "not root: skipping user creation from $USERS_FILE"; return 0
+  fi
+  local created=0 kept=0
+  while IFS= read -r line || [[ -n $line ]]; do
+    lineno=$((lineno + 1))
+    line=${line%%#*}
+    line=${line//[[:space:]]/}
+    [[ -n $line ]] || continue
+    IFS=: read -r name uid gid shell rest <<<"$line"
+    [[ -z ${rest:-} ]] || die "$USERS_FILE line $lineno: expected name:uid:gid:shell, got '$line'"
+    [[ $name =~ ^[a-z_][a-z0-9_-]{0,31}$ ]] || die "$USERS_FILE line $lineno: invalid user name '$name'"
+    [[ $uid =~ ^[0-9]+$ && $gid =~ ^[0-9]+$ ]] || die "$USERS_FILE line $lineno: uid and gid must be numbers ('$line')"
+    (( uid >= 1000 && gid >= 1000 )) || die "$USERS_FILE line $lineno: uid/gid below 1000 are reserved for system accounts ('$line')"
+    shell=${shell:-/bin/bash}
+    [[ -x $shell ]] || { log "user $name: shell $shell not found in the image, using /bin/bash"; shell=/bin/bash; }
+    home=/home/$name
+
+    # group: reuse one that has this gid, else create "name" with it
+    if ! getent group "$gid" >/dev/null; then
+      if getent group "$name" >/dev/null; then
+        die "user $name: group $name exists with gid $(getent group "$name" | cut -d: -f3), not $gid"
+      fi
+      groupadd --gid "$gid" "$name"
+    fi
+    if existing=$(getent passwd "$name"); then
+      [[ $(cut -d: -f3 <<<"$existing") == "$uid" ]] ||
+        die "user $name exists with uid $(cut -d: -f3 <<<"$existing"), users file says $uid"
+      [[ $(cut -d: -f4 <<<"$existing") == "$gid" ]] || usermod --gid "$gid" "$name"
+      [[ $(cut -d: -f7 <<<"$existing") == "$shell" ]] || usermod --shell "$shell" "$name"
+      kept=$((kept + 1))
+    else
+      if getent passwd "$uid" >/dev/null; then
+        die "user $name: uid $uid is already taken by $(getent passwd "$uid" | cut -d: -f1)"
+      fi
+      # password '*': no password login, but the account is not "locked" (sshd keys still work)
+      useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell "$shell" \
+              --password '*' "$name"
+      created=$((created + 1))
+    fi
+
+    # home on the shared volume (slurmd, login): create once, never chown an existing tree
+    if [[ $make_homes == true && -d /home && -w /home && ! -e $home ]]; then
+      install -d -o "$uid" -g "$gid" -m 0700 "$home"
+      cp -a /etc/skel/. "$home"/ 2>/dev/null || true
+      chown -R "$uid:$gid" "$home"
+      chmod 0700 "$home"
+      log "created home $home"
+    fi
+    if [[ $with_keys == true ]]; then
+      keys=$USERS_DIR/$name.authorized_keys
+      if [[ -f $keys ]]; then
+        [[ -d $home ]] || die "user $name: home $home does not exist and could not be created (is /home mounted?)"
+        install -d -o "$uid" -g "$gid" -m 0700 "$home/.ssh"
+        install -o "$uid" -g "$gid" -m 0600 "$keys" "$home/.ssh/authorized_keys"
+      fi
+    fi
+  done <"$USERS_FILE"
+  log "users from $USERS_FILE: $created created, $kept already present"
+}
+
+# --- munge --------------------------------------------------------------------------------------
+start_munge() {
+  local required=$1
+  if [[ ! -f $MUNGE_KEY_SRC ]]; then
+    [[ $required == true ]] && die "missing munge key $MUNGE_KEY_SRC (mount the munge Secret at ${MUNGE_KEY_SRC%/*}/)"
+    log "no munge key at $MUNGE_KEY_SRC: munged not started"; return 0
+  fi
+  local sock=/run/munge/munge.socket.2
+  if [[ $IS_ROOT != true ]]; then
+    log "not root: munged not started (commands needing munge will fail)"; return 0
+  fi
+  if [[ $IS_ROOT == true ]]; then
+    install -d -o munge -g munge -m 0700 /etc/munge /var/lib/munge /var/log/munge
+    install -d -o munge -g munge -m 0755 /run/munge
+    install -o munge -g munge -m 0400 "$MUNGE_KEY_SRC" /etc/munge/munge.key
+  else
+    install -m 0400 "$MUNGE_KEY_SRC" /etc/munge/munge.key
+  fi
+  # a restarted container keeps /run: remove the previous munged's socket, lock and pid files
+  rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock /run/munge/munged.pid
+  local -a cmd=(/usr/sbin/munged --num-threads="${SLURM_K8S_MUNGE_THREADS:-4}")
+  if [[ $IS_ROOT == true ]]; then
+    setpriv --reuid=munge --regid=munge --init-groups "${cmd[@]}" ||
+      { tail -n 20 /var/log/munge/munged.log >&2 2>/dev/null || true; die "munged failed to start"; }
+  else
+    "${cmd[@]}" || die "munged failed to start"
+  fi
+  for _ in $(seq 1 100); do
+    [[ -S $sock ]] && break
+    sleep 0.1
+  done
+  [[ -S $sock ]] || { tail -n 20 /var/log/munge/munged.log >&2 2>/dev/null || true; die "munged socket $sock did not appear within 10 s"; }
+  munge -n -t 10 | unmunge >/dev/null || die "munge self-test (munge -n | unmunge) failed"
+  log "munged running"
+}
+
+# --- waiting for endpoints ----------------------------------------------------------------------
+wait_for_endpoints() {
+  local list=${SLURM_K8S_WAIT_FOR:-} timeout=${SLURM_K8S_WAIT_TIMEOUT:-300} ep host port start now last
+  [[ -n $list ]] || return 0
+  [[ $timeout =~ ^[0-9]+$ ]] || die "SLURM_K8S_WAIT_TIMEOUT must be a number of seconds, got '$timeout'"
+  start=$(date +%s)
+  IFS=, read -ra eps <<<"$list"
+  for ep in "${eps[@]}"; do
+    ep=${ep//[[:space:]]/}
+    [[ -n $ep ]] || continue
+    host=${ep%:*}; port=${ep##*:}
+    [[ $host != "$ep" && $port =~ ^[0-9]+$ ]] || die "SLURM_K8S_WAIT_FOR: '$ep' is not host:port"
+    host=${host#[}; host=${host%]}
+    log "waiting for $ep (timeout ${timeout}s)"
+    last=$start
+    # shellcheck disable=SC2016  # $1/$2 are expanded by the inner bash, from its arguments
+    until timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$host" "$port" 2>/dev/null; do
+      now=$(date +%s)
+      if (( now - start >= timeout )); then
+        die "timed out after ${timeout}s waiting for $ep (SLURM_K8S_WAIT_FOR); is the service up and resolvable?"
+      fi
+      if (( now - last >= 15 )); then log "still waiting for $ep ($((now - start))s)"; last=$now; fi
+      sleep 1
+    done
+    log "$ep is reachable"
+  done
+}
+
+# --- role-specific set-up -----------------------------------------------------------------------
+setup_slurmdbd() {
+  [[ -f $DBD_CONF_SRC ]] || die "missing $DBD_CONF_SRC (mount the slurmdbd Secret at ${DBD_CONF_SRC%/*}/)"
+  rm -f "$SLURM_ETC/slurmdbd.conf"
+  if [[ $IS_ROOT == true ]]; then
+    install -o slurm -g slurm -m 0600 "$DBD_CONF_SRC" "$SLURM_ETC/slurmdbd.conf"
+  else
+    install -m 0600 "$DBD_CONF_SRC" "$SLURM_ETC/slurmdbd.conf"
+  fi
+}
+
+setup_slurmctld() {
+  if [[ $IS_ROOT == true ]]; then
+    mkdir -p "$STATE_DIR"
+    # fix ownership of a fresh or foreign volume; leave an already-correct one alone (can be large)
+    if [[ $(stat -c %U "$STATE_DIR") != slurm ]]; then
+      chown -R slurm:slurm "$STATE_DIR"
+    fi
+    chmod 0750 "$STATE_DIR"
+  fi
+}
+
+setup_login() {
+  local k n=0
+  [[ -d $SSH_DIR ]] || die "missing mount $SSH_DIR/ (Secret with ssh_host_*_key) needed by role login"
+  for k in "$SSH_DIR"/ssh_host_*_key; do
+    [[ -f $k ]] || continue
+    install -m 0600 "$k" "/etc/ssh/${k##*/}"
+    [[ -f $k.pub ]] && install -m 0644 "$k.pub" "/etc/ssh/${k##*/}.pub"
+    n=$((n + 1))
+  done
+  (( n > 0 )) || die "no ssh_host_*_key in $SSH_DIR/"
+  install -d -m 0755 /run/sshd
+  /usr/sbin/sshd -t || die "sshd configuration test failed"
+  log "installed $n ssh host key(s)"
+}
+
+# --- main ---------------------------------------------------------------------------------------
+# create_users MAKE_HOMES INSTALL_AUTHORIZED_KEYS
+case $ROLE in
+  slurmctld) link_config true;  create_users false false ;;
+  slurmdbd)  link_config false; create_users false false ;;
+  slurmd)
+    if [[ -n ${SLURMD_CONF_SERVER:-} ]]; then link_config false; else link_config true; fi
+    create_users true false ;;
+  login)     link_config true;  create_users true true ;;
+  *)         link_config false; create_users false false ;;
+esac
+
+case $ROLE in
+  slurmctld|slurmdbd|slurmd|login) start_munge true ;;
+  *) start_munge false ;;
+esac
+
+case $ROLE in
+  slurmdbd)  setup_slurmdbd ;;
+  slurmctld) setup_slurmctld ;;
+  login)     setup_login ;;
+esac
+
+wait_for_endpoints
+
+case $ROLE in
+  slurmctld)
+    log "starting slurmctld"
+    exec /usr/sbin/slurmctld -D "$@" ;;
+  slurmdbd)
+    log "starting slurmdbd"
+    exec /usr/sbin/slurmdbd -D "$@" ;;
+  slurmd)
+    args=(-D -b)
+    node=${SLURMD_NODENAME:-$(hostname -s)}
+    case ${SLURMD_DYNAMIC:-true} in
+      true)
+        args+=(-Z -N "$node")
+        [[ -n ${SLURMD_NODE_CONF:-} ]] && args+=(--conf "$SLURMD_NODE_CONF") ;;
+      false)
+        args+=(-N "$node")
+        [[ -n ${SLURMD_NODE_CONF:-} ]] && log "SLURMD_NODE_CONF is ignored when SLURMD_DYNAMIC=false (node defined in slurm.conf)" ;;
+      *) die "SLURMD_DYNAMIC must be true or false, got '${SLURMD_DYNAMIC}'" ;;
+    esac
+    [[ -n ${SLURMD_CONF_SERVER:-} ]] && args+=(--conf-server "$SLURMD_CONF_SERVER")
+    log "starting slurmd ${args[*]} $*"
+    exec /usr/sbin/slurmd "${args[@]}" "$@" ;;
+  login)
+    log "starting sshd"
+    exec /usr/sbin/sshd -D -e "$@" ;;
+  *)
+    log "running $ROLE $*"
+    exec "$ROLE" "$@" ;;
+esac
