@@ -139,7 +139,7 @@ def main():
             figures["modules_in_process_s"] = sum(in_process)
 
             # through ansible
-            seconds, _ = timed(lambda: [ansible_adhoc(module, margs, env) for module, margs in STEPS])
+            seconds = timed(lambda: [ansible_adhoc(module, margs, env) for module, margs in STEPS])[0]
             assert_all(cluster, False)
             figures["ansible_adhoc_s"] = seconds
 
@@ -153,15 +153,15 @@ def main():
                     run(["squeue", "-h", "-w", name, "-o", "%i %T"], env)
                 for name in names:
                     run(["scontrol", "update", "nodename=%s" % name, "state=undrain"], env)
-            seconds, _ = timed(loop)
+            seconds = timed(loop)[0]
             assert_all(cluster, False)
             figures["per_node_loop_s"] = seconds
 
             # one raw scontrol call each way
             hostlist = "n[1-%d]" % args.nodes
-            drain_s, _ = timed(lambda: run(["scontrol", "update", "nodename=%s" % hostlist, "state=drain",
-                                            "reason=benchmark"], env))
-            resume_s, _ = timed(lambda: run(["scontrol", "update", "nodename=%s" % hostlist, "state=undrain"], env))
+            drain_s = timed(lambda: run(["scontrol", "update", "nodename=%s" % hostlist, "state=drain",
+                                         "reason=benchmark"], env))[0]
+            resume_s = timed(lambda: run(["scontrol", "update", "nodename=%s" % hostlist, "state=undrain"], env))[0]
             figures["raw_scontrol_drain_s"] = drain_s
             figures["raw_scontrol_resume_s"] = resume_s
         finally:
