@@ -141,7 +141,7 @@ def test_fixture_lifecycle(env, tmp_path):
     assert {p: cid(f"{ns}_{p}") for p in ids} == ids
 
     # 3. ConfigMap change propagates into the running containers without recreation
-    cm = d / "10-config.yaml"
+    cm = d / "10-config-0.yaml"
     cm.write_text(cm.read_text().replace("greeting: hello", "greeting: bonjour"))
     out = kd("apply", str(d), "--namespace-prefix", kd.prefix, "--timeout", "60").stdout
     assert "configured configmap" in out and "recreated pod" not in out
