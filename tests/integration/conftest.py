@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,19 +27,24 @@ def _missing_tools():
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
+def cluster():
     missing = _missing_tools()
     if missing:
         message = "real Slurm daemons need %s (make deps installs them)" % ", ".join(missing)
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    workdir = Path(os.environ.get("SLURMHOST_DIR") or tmp_path_factory.mktemp("slurmhost"))
+    # Not under pytest's basetemp: pytest keeps that 0700 (and resets it when another session
+    # starts), which the SlurmUser that slurmctld switches to cannot traverse.
+    workdir = Path(os.environ.get("SLURMHOST_DIR") or tempfile.mkdtemp(prefix="hpc-slurmhost-"))
+    workdir.chmod(0o755)
     started = time.monotonic()
     host = SlurmHostCluster(workdir / "cluster", nodes=4).start()
     print("\nslurmhost: 4-node Slurm 22.05 cluster with accounting up in %.1f s" % (time.monotonic() - started))
     yield host
     host.stop()
+    if not os.environ.get("SLURMHOST_DIR"):
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -104,11 +104,9 @@ class SlurmHostCluster:
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         for sub in ("log", "state", "spool", "run"):
             shutil.chown(self.workdir / sub, SLURM_USER, SLURM_USER)
-        # slurmd runs as root but SlurmUser must traverse the tree to its state and logs.
-        for parent in [self.workdir, *self.workdir.parents]:
-            if parent == Path("/"):
-                break
-            parent.chmod(parent.stat().st_mode | 0o011)
+        # SlurmUser must traverse the work directory to its state and logs (its parents are the
+        # caller's business: keep them traversable, e.g. a directory in /tmp).
+        self.workdir.chmod(self.workdir.stat().st_mode | 0o011)
         hostname = socket.gethostname().split(".")[0]
         first, last = self.slurmd_port_base + 1, self.slurmd_port_base + self.nodes
         lines = [
@@ -234,13 +232,21 @@ class SlurmHostCluster:
         self._kill_pidfile(self.workdir / "run" / "slurmctld.pid", signal.SIGTERM)
 
     def _kill_pidfile(self, pidfile: Path, sig: int, timeout: float = 20.0) -> None:
+        """Stop a daemon; one that ignores `sig` for `timeout` seconds is killed."""
         if not pidfile.exists():
             return
         try:
-            os.kill(int(pidfile.read_text().strip()), sig)
+            pid = int(pidfile.read_text().strip())
+            os.kill(pid, sig)
         except (OSError, ValueError):
             return
-        _wait_for(lambda: not _pid_alive(pidfile), timeout, "%s to exit" % pidfile.name)
+        try:
+            _wait_for(lambda: not _pid_alive(pidfile), timeout, "%s to exit" % pidfile.name)
+        except SlurmHostError:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def stop(self) -> None:
         run = self.workdir / "run"

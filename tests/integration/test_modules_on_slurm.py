@@ -10,7 +10,7 @@ import time
 TAG = "hpc.slurm_k8s:upgrade"
 
 
-def submit(cluster, node, script="sleep 30", user=None):
+def submit(cluster, node, script="sleep 300", user=None):
     out = cluster.run(["sbatch", "--parsable", "-w", node, "-o", "/dev/null", "--chdir=/tmp", "--wrap", script],
                       user=user).stdout
     job_id = out.strip().split(";")[0]
@@ -57,7 +57,7 @@ def test_drain_four_step_check_mode_sequence(cluster, run_module):
 
 
 def test_drain_while_a_job_runs_goes_draining_then_drained(cluster, run_module):
-    job = submit(cluster, "n1", "sleep 15")
+    job = submit(cluster, "n1", "sleep 20")
     drained = run_module("slurm_node", {"nodes": ["n1"], "state": "drained", "reason": "r"})
     assert drained["nodes"]["n1"]["after"]["state"] in ("MIXED+DRAIN", "ALLOCATED+DRAIN")
     info = run_module("slurm_node_info", {"nodes": ["n1"]})
@@ -127,7 +127,7 @@ def test_completing_job_counts_as_active_until_it_is_gone(cluster, run_module):
 
 
 def test_queue_wait_timeout_names_the_active_jobs(cluster, run_module):
-    job = submit(cluster, "n1", "sleep 60")
+    job = submit(cluster, "n1", "sleep 300")
     result = run_module("slurm_job_info", {"wait": True, "wait_timeout": 2, "wait_interval": 0.5})
     assert result["failed"] is True
     assert "%s (running, root, on n1)" % job in result["msg"]
@@ -135,8 +135,8 @@ def test_queue_wait_timeout_names_the_active_jobs(cluster, run_module):
 
 
 def test_job_filters_and_counts(cluster, run_module):
-    mine = submit(cluster, "n1", "sleep 60")
-    theirs = submit(cluster, "n2", "sleep 60", user="nobody")
+    mine = submit(cluster, "n1", "sleep 300")
+    theirs = submit(cluster, "n2", "sleep 300", user="nobody")
     pending = cluster.run(["sbatch", "--parsable", "-w", "n3", "--begin=now+1hour", "-o", "/dev/null",
                            "--wrap", "true"]).stdout.strip()
     everything = run_module("slurm_job_info", {})
@@ -165,7 +165,7 @@ def test_unknown_node_and_invalid_hostlist_fail_and_change_nothing(cluster, run_
 
 
 def test_controller_down_fails_closed(cluster, run_module):
-    submit(cluster, "n1", "sleep 60")
+    submit(cluster, "n1", "sleep 300")
     cluster.stop_slurmctld()
     try:
         queue = run_module("slurm_job_info", {})
