@@ -75,7 +75,8 @@ class Deployment:
             "cluster_slurmctld_connection": {"ansible_connection": "community.docker.docker", "ansible_host": CTLD,
                                              "ansible_python_interpreter": "/usr/bin/python3"},
             "storage_class": "harness-rwx",
-            "database_image": "hpc-slurm-k8s/mariadb-test:%s" % self.version,
+            "cluster_image_tag": self.tag,
+            "database_image": "hpc-slurm-k8s/mariadb-test:%s" % self.tag,
             "login_service_type": "NodePort",
             "login_node_port": SSH_PORT,
             "slurmd_replicas": 2,
@@ -87,8 +88,10 @@ class Deployment:
         self.vars_file.write_text(json.dumps(variables))
 
     @property
-    def version(self):
-        return re.search(r"^version:\s*(\S+)", (ROOT / "galaxy.yml").read_text(), re.M).group(1)
+    def tag(self):
+        """Images of their own, so that another build of the shared tag cannot replace pods mid-test."""
+        version = re.search(r"^version:\s*(\S+)", (ROOT / "galaxy.yml").read_text(), re.M).group(1)
+        return "%s-e2e" % version
 
     def site(self, *extra):
         env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
@@ -115,7 +118,7 @@ def cluster(tmp_path_factory):
         pytest.skip(message)
     deployment = Deployment(tmp_path_factory.mktemp("e2e"))
     started = time.monotonic()
-    run(["bash", str(HERE / "build-images.sh")], timeout=1800)
+    run(["bash", str(HERE / "build-images.sh"), deployment.tag], timeout=1800)
     deployment.timings["image_builds_s"] = time.monotonic() - started
     run(KDOCK + ["delete", "--namespace", NAMESPACE, "--volumes"], check=False)
     deployment.prepare()
