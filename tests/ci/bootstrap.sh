@@ -2,7 +2,8 @@
 # Install everything `make test` needs on a fresh Debian 12 machine, as root. Idempotent: a second
 # run only checks. Nothing here is needed to USE the collection; see README "Requirements".
 #   - Debian packages: Slurm 22.05 daemons for tier T2, Docker + debootstrap for the T3 harness
-#   - a venv (.venv) with the pinned Python tools (tests/ci/requirements.txt + constraints.txt)
+#   - a venv (.venv) with the pinned Python tools (tests/ci/requirements.txt + constraints.txt), and
+#     .venv-checkov for checkov (tests/ci/requirements-checkov.txt; its pins clash with ansible-lint's)
 #   - kubernetes.core and community.docker without Galaxy: extracted from the pinned `ansible`
 #     wheel on PyPI into .cache/collections
 #   - a pip bootstrap script for ansible-test, which otherwise downloads one from a host we
@@ -57,6 +58,20 @@ install_venv() {
   echo "$want" > "$stamp"
 }
 
+install_checkov_venv() {
+  # checkov pins packaging<24, which the main venv cannot hold (ansible-lint, molecule): own venv.
+  local venv="$ROOT/.venv-checkov" stamp="$ROOT/.venv-checkov/.requirements.sha256" want
+  want=$(sha256sum "$ROOT/tests/ci/requirements-checkov.txt" | cut -d' ' -f1)
+  if [ -x "$venv/bin/checkov" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    log "checkov venv up to date"; return
+  fi
+  log "creating venv $venv (checkov)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --upgrade pip
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/tests/ci/requirements-checkov.txt"
+  echo "$want" > "$stamp"
+}
+
 install_collections() {
   local dest="$CACHE/collections/ansible_collections"
   local stamp="$dest/.from-ansible-$ANSIBLE_WHEEL_VERSION"
@@ -99,6 +114,7 @@ PY
 
 install_debian_packages
 install_venv
+install_checkov_venv
 install_collections
 install_pip_bootstrap
 log "done"

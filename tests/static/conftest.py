@@ -1,0 +1,157 @@
+"""Static tier: render site.yml in render mode for every value set once, then check the manifests.
+
+Every ansible-playbook run of the tier (value sets, restart variants, invalid inputs) is started at
+the first use of the `runs` fixture and runs concurrently (STATIC_JOBS, default 3); the tests only
+read the results. Nothing touches a cluster: render mode writes files, and the invalid inputs must
+fail before anything is written.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+VALUES = HERE / "values"
+SITE = ROOT / "playbooks" / "site.yml"
+VALUE_SETS = sorted(p.stem for p in VALUES.glob("*.yml"))
+# renders run with -vvv, whose output must hold no secret value (the generated Secrets, and a
+# user-supplied external database password)
+VERBOSE_SETS = ("defaults", "external-db-nfs-nodeport")
+
+
+class Run:
+    """One finished ansible-playbook run."""
+
+    def __init__(self, name, render_dir, argv, proc, seconds):
+        self.name = name
+        self.render_dir = Path(render_dir)
+        self.argv = argv
+        self.rc = proc.returncode
+        self.output = proc.stdout + proc.stderr
+        self.seconds = seconds
+
+    def check(self):
+        if self.rc != 0:
+            raise AssertionError("%s: ansible-playbook failed (rc=%s)\n%s" % (self.name, self.rc, self.output[-6000:]))
+        return self
+
+    def files(self, pattern="**/*.yaml"):
+        return sorted(self.render_dir.glob(pattern))
+
+    def docs(self):
+        """{relative path: manifest} of every rendered file."""
+        return {str(p.relative_to(self.render_dir)): yaml.safe_load(p.read_text()) for p in self.files()}
+
+    def by_kind(self, *kinds):
+        return [doc for doc in self.docs().values() if doc["kind"] in kinds]
+
+    def get(self, kind, name):
+        found = [doc for doc in self.by_kind(kind) if doc["metadata"]["name"] == name]
+        return found[0] if found else None
+
+
+def playbook(name, render_dir, variables, extra=(), verbose=False):
+    """Run site.yml in render mode with `variables` (a dict, passed as a JSON file)."""
+    vars_file = Path(str(render_dir) + ".vars.json")
+    vars_file.write_text(json.dumps(dict(variables, cluster_render_dir=str(render_dir))))
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="1",
+               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false", ANSIBLE_RETRY_FILES_ENABLED="0")
+    argv = ["ansible-playbook", str(SITE), "-e", "@%s" % vars_file, *extra] + (["-vvv"] if verbose else [])
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env, check=False, cwd=str(ROOT))
+    return Run(name, render_dir, argv, proc, time.monotonic() - started)
+
+
+def load_values(name):
+    return yaml.safe_load((VALUES / ("%s.yml" % name)).read_text()) or {}
+
+
+class Runs:
+    """Starts every run of the tier at once; results by name."""
+
+    def __init__(self, workdir: Path, jobs: int):
+        self.workdir = workdir
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+        self.futures = {}
+        started = time.monotonic()
+        self.started = started
+        for name in VALUE_SETS:  # -vvv (costs CPU): test_no_secret_outside_secrets searches the output
+            self.futures["values/" + name] = self.pool.submit(
+                playbook, name, workdir / "values" / name, load_values(name), verbose=name in VERBOSE_SETS)
+        from test_bad_input import CASES  # pylint: disable=import-outside-toplevel
+        for case_id, variables, _expected in CASES:
+            self.futures["bad/" + case_id] = self.pool.submit(
+                playbook, case_id, workdir / "bad" / case_id, dict(load_values("defaults"), **variables))
+        # Last in the queue: they start from the defaults render and wait for it.
+        self.futures["restart/slurm-conf"] = self.pool.submit(self._variant, "slurm-conf")
+        self.futures["restart/munge-key"] = self.pool.submit(self._variant, "munge-key")
+
+    def _variant(self, kind):
+        base = self.result("values/defaults").check()
+        target = self.workdir / "restart" / kind
+        shutil.copytree(base.render_dir, target)
+        variables = load_values("defaults")
+        if kind == "slurm-conf":
+            variables["config_slurm_conf"] = {"MaxJobCount": 12345}
+        else:
+            # a deleted Secret is generated again on the next run: a new munge key
+            (target / "slurm" / "secret-munge-key.yaml").unlink()
+        return playbook(kind, target, variables)
+
+    def result(self, name) -> Run:
+        return self.futures[name].result()
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    if shutil.which("ansible-playbook") is None:
+        pytest.fail("ansible-playbook not found: run `make deps` and use the venv")
+    workdir = tmp_path_factory.mktemp("static")
+    (workdir / "values").mkdir()
+    (workdir / "restart").mkdir()
+    (workdir / "bad").mkdir()
+    sys.path.insert(0, str(HERE))
+    all_runs = Runs(workdir, int(os.environ.get("STATIC_JOBS", "3")))
+    yield all_runs
+    all_runs.pool.shutdown(wait=True)
+    timings = {name: round(f.result().seconds, 1) for name, f in all_runs.futures.items() if f.done() and not f.exception()}
+    print("\nstatic tier: %d ansible-playbook runs, wall %.0f s; per run: %s"
+          % (len(timings), time.monotonic() - all_runs.started, json.dumps(timings)))
+
+
+@pytest.fixture(scope="session")
+def renders(runs):
+    """{value set: Run} of the successful renders (a failed render fails the test using it)."""
+    return {name: runs.result("values/" + name).check() for name in VALUE_SETS}
+
+
+def secret_values(run: Run):
+    """Every secret value of a render, read back from its Secret files (decoded), as search needles."""
+    import base64  # pylint: disable=import-outside-toplevel
+    needles = set()
+    for doc in run.by_kind("Secret"):
+        for key, encoded in (doc.get("data") or {}).items():
+            value = base64.b64decode(encoded).decode()
+            if key.endswith(".pub"):
+                continue
+            if "PRIVATE KEY" in value:
+                # the key material, line by line (the BEGIN/END lines are not secret)
+                needles.update(line for line in value.splitlines() if len(line) >= 40 and "PRIVATE KEY" not in line)
+            elif key == "slurmdbd.conf":
+                needles.update(re.findall(r"^StoragePass=(.+)$", value, re.M))
+            else:
+                needles.add(value)
+                needles.add(encoded)
+    return {n for n in needles if len(n) >= 8}

@@ -1,0 +1,399 @@
+"""Checks of the rendered manifests of every value set (tests/static/values/*.yml).
+
+Schemas (kubernetes-validate --strict, offline, Kubernetes 1.29 to the newest it ships), the
+security baseline (checkov; Pod Security "baseline"; probes and resources; PodDisruptionBudgets;
+NetworkPolicies; RBAC; no secret outside Secrets), and restart semantics (checksum annotations).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, VALUE_SETS, VERBOSE_SETS, load_values, secret_values
+
+OLDEST_KUBERNETES = (1, 29)
+WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "Job", "Pod")
+# Pod Security Standards, "baseline": capabilities a container may add.
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+# ConfigMaps whose change the pods pick up without a restart (slurm.conf & co: scontrol reconfigure).
+HOT_RELOADED = {("ConfigMap", "slurm-config")}
+# checksum annotation -> the object it tracks
+CHECKSUM_OF = {"munge-key": ("Secret", "munge-key"), "ssh-host-keys": ("Secret", "ssh-host-keys"),
+               "users": ("ConfigMap", "slurm-users"), "slurmdbd-conf": ("Secret", "slurmdbd-config"),
+               "slurm-database": ("Secret", "slurm-database")}
+
+
+def pod_template(doc):
+    return doc["spec"] if doc["kind"] == "Pod" else doc["spec"]["template"]
+
+
+def containers(doc):
+    spec = pod_template(doc)["spec"]
+    return spec.get("initContainers", []) + spec["containers"]
+
+
+def workloads(run):
+    return run.by_kind(*WORKLOAD_KINDS)
+
+
+def kubernetes_versions():
+    from kubernetes_validate import utils  # pylint: disable=import-outside-toplevel
+    versions = sorted({tuple(int(x) for x in v.split(".")[:2]) for v in utils.all_versions()})
+    return ["%d.%d.0" % v for v in versions if v >= OLDEST_KUBERNETES]
+
+
+# --- schemas -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_manifests_match_the_kubernetes_schemas_strictly(renders, value_set):
+    from kubernetes_validate import utils  # pylint: disable=import-outside-toplevel
+    versions = kubernetes_versions()
+    assert versions[0] == "1.29.0" and len(versions) >= 2, versions
+    errors = []
+    docs = renders[value_set].docs()
+    assert len(docs) >= 15, sorted(docs)
+    for version in versions:
+        for path, doc in docs.items():
+            try:
+                utils.validate(doc, version, strict=True)
+            except (utils.ValidationError, utils.SchemaNotFoundError) as exc:
+                errors.append("%s (Kubernetes %s): %s" % (path, version, getattr(exc, "message", exc)))
+    assert not errors, "\n".join(errors[:40])
+
+
+def test_strict_validation_rejects_a_misspelled_field(renders):
+    from kubernetes_validate import utils  # pylint: disable=import-outside-toplevel
+    good = renders["defaults"].get("StatefulSet", "slurmctld")
+    utils.validate(good, "1.29.0", strict=True)
+    for path in (("spec", "template", "spec", "containers", 0, "readinessProbee"),
+                 ("spec", "template", "spec", "containers", 0, "securityContext", "allowPrivilegeEscalaton"),
+                 ("spec", "serviceNam")):
+        bad = copy.deepcopy(good)
+        node = bad
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = True
+        with pytest.raises(utils.ValidationError):
+            utils.validate(bad, "1.29.0", strict=True)
+        # without --strict the typo would pass: that is why CI validates strictly
+        utils.validate(bad, "1.29.0", strict=False)
+
+
+# --- checkov ---------------------------------------------------------------------------------------
+
+def checkov_binary():
+    for candidate in (os.environ.get("CHECKOV"), str(ROOT / ".venv-checkov" / "bin" / "checkov"), shutil.which("checkov")):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    message = "checkov not found (make deps installs it in .venv-checkov; or set CHECKOV)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+    return None
+
+
+def test_checkov_finds_nothing_unexplained(renders, tmp_path):
+    checkov = checkov_binary()
+    for name, run in renders.items():
+        shutil.copytree(run.render_dir, tmp_path / name)
+    proc = subprocess.run([checkov, "-d", str(tmp_path), "--framework", "kubernetes", "--quiet", "--compact",
+                           "-o", "json"], capture_output=True, text=True, timeout=600, check=False)
+    report = json.loads(proc.stdout)
+    report = report[0] if isinstance(report, list) else report
+    results = report.get("results", {})
+    failed = ["%s %s %s" % (c["check_id"], c["resource"], c["file_path"]) for c in results.get("failed_checks", [])]
+    assert not failed, "checkov findings without a justified skip:\n" + "\n".join(failed)
+    assert report["summary"]["passed"] > 100, report["summary"]
+    unexplained = ["%s %s" % (c["check_id"], c["resource"]) for c in results.get("skipped_checks", [])
+                   if len((c.get("check_result") or {}).get("suppress_comment") or "") < 20]
+    assert not unexplained, "skips without a reason: %s" % unexplained
+
+
+# --- security baseline ---------------------------------------------------------------------------
+
+def baseline_violations(doc):
+    """Pod Security Standards "baseline" violations of one workload."""
+    spec = pod_template(doc)["spec"]
+    found = [field for field in ("hostNetwork", "hostPID", "hostIPC") if spec.get(field)]
+    found += ["hostPath volume %s" % v["name"] for v in spec.get("volumes", []) if "hostPath" in v]
+    if (spec.get("securityContext") or {}).get("seccompProfile", {}).get("type") == "Unconfined":
+        found.append("seccomp Unconfined")
+    for c in containers(doc):
+        sec = c.get("securityContext") or {}
+        if sec.get("privileged"):
+            found.append("%s: privileged" % c["name"])
+        extra = set((sec.get("capabilities") or {}).get("add") or []) - BASELINE_CAPABILITIES
+        if extra:
+            found.append("%s: capabilities %s" % (c["name"], sorted(extra)))
+        found += ["%s: hostPort %s" % (c["name"], p["hostPort"]) for p in c.get("ports", []) if p.get("hostPort")]
+        if sec.get("procMount", "Default") != "Default" or (sec.get("seccompProfile") or {}).get("type") == "Unconfined":
+            found.append("%s: procMount/seccomp" % c["name"])
+    return found
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_pods_meet_pod_security_baseline(renders, value_set):
+    values = load_values(value_set)
+    exempt = set()
+    if values.get("slurmd_privileged") or values.get("slurmd_host_network"):
+        exempt.add("slurmd")        # requested explicitly
+    if values.get("storage_mode") == "nfs":
+        exempt.add("nfs-server")    # development-only in-cluster NFS server: kernel nfsd needs privileges
+    problems = {}
+    for doc in workloads(renders[value_set]):
+        name = doc["metadata"]["name"]
+        violations = baseline_violations(doc)
+        if violations and name not in exempt:
+            problems[name] = violations
+        if name not in exempt:
+            # beyond baseline: RuntimeDefault seccomp, no escalation, capabilities dropped
+            assert pod_template(doc)["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+            for c in containers(doc):
+                assert c["securityContext"]["allowPrivilegeEscalation"] is False, (name, c["name"])
+                assert c["securityContext"]["capabilities"]["drop"] == ["ALL"], (name, c["name"])
+    assert not problems, problems
+    if "slurmd" in exempt:
+        assert baseline_violations(renders[value_set].get("StatefulSet", "slurmd")), "slurmd should be privileged here"
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_every_container_has_resources_and_probes(renders, value_set):
+    missing = []
+    for doc in workloads(renders[value_set]):
+        for c in pod_template(doc)["spec"]["containers"]:
+            where = "%s/%s" % (doc["metadata"]["name"], c["name"])
+            resources = c.get("resources") or {}
+            for section in ("requests", "limits"):
+                for resource in ("cpu", "memory"):
+                    if resource not in (resources.get(section) or {}):
+                        missing.append("%s: %s.%s" % (where, section, resource))
+            for probe in ("readinessProbe", "livenessProbe"):
+                if probe not in c:
+                    missing.append("%s: %s" % (where, probe))
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_disruption_budgets_protect_the_single_instance_services(renders, value_set):
+    run = renders[value_set]
+    expected = {"slurmctld", "slurmdbd", "login"} | ({"mariadb"} if run.get("StatefulSet", "mariadb") else set())
+    budgets = {doc["metadata"]["name"]: doc for doc in run.by_kind("PodDisruptionBudget")}
+    assert set(budgets) == expected
+    for name, budget in budgets.items():
+        workload = run.get("StatefulSet", name) or run.get("Deployment", name)
+        labels = pod_template(workload)["metadata"]["labels"]
+        assert budget["spec"]["minAvailable"] == 1
+        assert all(labels.get(k) == v for k, v in budget["spec"]["selector"]["matchLabels"].items()), name
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_rbac_is_least_privilege(renders, value_set):
+    run = renders[value_set]
+    assert not run.by_kind("ClusterRole", "ClusterRoleBinding"), "no cluster-wide RBAC"
+    # today slurmctld needs no API access: no Role, no RoleBinding at all
+    assert not run.by_kind("Role", "RoleBinding")
+    accounts = {doc["metadata"]["name"]: doc for doc in run.by_kind("ServiceAccount")}
+    assert set(accounts) == {"slurmctld"} and accounts["slurmctld"]["automountServiceAccountToken"] is False
+    for doc in workloads(run):
+        spec = pod_template(doc)["spec"]
+        assert spec.get("automountServiceAccountToken") is False, doc["metadata"]["name"]
+        assert spec.get("serviceAccountName", "default") in ("default", "slurmctld")
+
+
+# --- NetworkPolicies: a small evaluator over the rendered policies -------------------------------
+
+def _selects(selector, labels):
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        value, op = labels.get(expr["key"]), expr["operator"]
+        if (op == "In" and value not in expr["values"]) or (op == "NotIn" and value in expr["values"]) \
+                or (op == "Exists" and value is None) or (op == "DoesNotExist" and value is not None):
+            return False
+    return True
+
+
+def _peer_matches(peer, labels):
+    """labels None = an address outside the namespace's pods."""
+    if "ipBlock" in peer:
+        return True  # only 0.0.0.0/0 and ::/0 are rendered: they match pod addresses too
+    if "namespaceSelector" in peer:
+        return False
+    return labels is not None and _selects(peer.get("podSelector") or {}, labels)
+
+
+def _port_matches(rule, port, protocol):
+    ports = rule.get("ports")
+    return not ports or any(p.get("protocol", "TCP") == protocol and p.get("port") in (None, port) for p in ports)
+
+
+def allowed(policies, direction, pod, peer, port, protocol="TCP"):
+    """Whether traffic of `pod` (labels) with `peer` (labels or None) on port is allowed."""
+    kind, field, peers = ("Ingress", "ingress", "from") if direction == "in" else ("Egress", "egress", "to")
+    applying = [p for p in policies if _selects(p["spec"]["podSelector"], pod) and kind in p["spec"]["policyTypes"]]
+    if not applying:
+        return True
+    for policy in applying:
+        for rule in policy["spec"].get(field) or []:
+            if _port_matches(rule, port, protocol) and (peers not in rule or any(_peer_matches(x, peer) for x in rule[peers])):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_network_policies(renders, value_set):
+    run = renders[value_set]
+    values = load_values(value_set)
+    policies = run.by_kind("NetworkPolicy")
+    pods = {doc["metadata"]["name"]: pod_template(doc)["metadata"]["labels"] for doc in workloads(run)}
+    for name, labels in pods.items():
+        assert any(_selects(p["spec"]["podSelector"], labels) for p in policies), "%s has no NetworkPolicy" % name
+    instance = pods["slurmctld"]["app.kubernetes.io/instance"]
+    other = {"app.kubernetes.io/instance": instance, "app": "something-else"}
+    backup = {"app.kubernetes.io/instance": instance, "app.kubernetes.io/part-of": "slurm",
+              "hpc.slurm_k8s/database-client": "true"}
+    ctld, dbd, slurmd, login = pods["slurmctld"], pods["slurmdbd"], pods["slurmd"], pods["login"]
+    hostnet = bool(values.get("slurmd_host_network"))
+    cases = [
+        # (direction, pod, peer, port, expected)
+        ("in", ctld, slurmd, 6817, True), ("in", ctld, login, 6817, True), ("in", ctld, dbd, 6817, True),
+        ("in", ctld, other, 6817, hostnet), ("in", ctld, None, 6817, hostnet), ("in", ctld, slurmd, 22, False),
+        ("in", dbd, ctld, 6819, True), ("in", dbd, login, 6819, True), ("in", dbd, other, 6819, hostnet),
+        ("in", login, None, 22, True), ("in", login, slurmd, 41000, True), ("in", login, ctld, 41000, True),
+        ("in", login, other, 41000, hostnet),
+        ("in", slurmd, ctld, 6818, True), ("in", slurmd, login, 6818, True), ("in", slurmd, slurmd, 45000, True),
+        ("in", slurmd, login, 45000, True), ("in", slurmd, other, 6818, False), ("in", slurmd, None, 6818, False),
+        ("out", ctld, None, 53, True), ("out", ctld, dbd, 6819, True), ("out", ctld, slurmd, 6818, True),
+        ("out", ctld, login, 41000, True), ("out", ctld, None, 443, hostnet),
+        ("out", dbd, ctld, 6817, True), ("out", dbd, None, 53, True), ("out", dbd, slurmd, 6818, False),
+    ]
+    if "mariadb" in pods:
+        db = pods["mariadb"]
+        cases += [("in", db, dbd, 3306, True), ("in", db, backup, 3306, True), ("in", db, ctld, 3306, False),
+                  ("in", db, login, 3306, False), ("in", db, slurmd, 3306, False), ("in", db, other, 3306, False),
+                  ("out", db, None, 53, True), ("out", db, None, 443, False), ("out", dbd, db, 3306, True)]
+    else:
+        port = int(values["database_external_port"])
+        cases += [("out", dbd, None, port, True), ("out", dbd, None, 443, False)]
+    wrong = [case for case in cases if allowed(policies, *case[:4]) != case[4]]
+    assert not wrong, "\n".join("%s %s peer=%s port=%s: expected %s" % (d, p.get("app.kubernetes.io/name"),
+                                (q or {}).get("app.kubernetes.io/name", q), port, e) for d, p, q, port, e in wrong)
+
+
+# --- secrets ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_no_secret_outside_secrets(renders, value_set):
+    run = renders[value_set]
+    needles = secret_values(run)
+    extra = load_values(value_set).get("database_external_password")
+    if extra:
+        needles.add(extra)
+    assert len(needles) >= 4, "could not read the secret values back"
+    # nothing secret in the ansible-playbook output (-vvv for VERBOSE_SETS)
+    assert value_set not in VERBOSE_SETS or "ESTABLISH LOCAL CONNECTION" in run.output, "not a -vvv run"
+    leaked = sorted(n[:6] + "..." for n in needles if n in run.output)
+    assert not leaked, "secret values in the ansible-playbook output: %s" % leaked
+    for path, doc in run.docs().items():
+        if doc["kind"] == "Secret":
+            continue
+        text = yaml.safe_dump(doc)
+        leaked = sorted(n[:6] + "..." for n in needles if n in text)
+        assert not leaked, "secret values in %s: %s" % (path, leaked)
+    for doc in workloads(run):
+        for c in containers(doc):
+            for env in c.get("env", []):
+                assert "value" in env or "secretKeyRef" not in env.get("valueFrom", {}), \
+                    "%s: secret in env %s (mount it as a file)" % (doc["metadata"]["name"], env["name"])
+
+
+# --- restart semantics -----------------------------------------------------------------------------
+
+def consumed_objects(doc):
+    """(kind, name) of every ConfigMap/Secret a pod mounts or reads into its environment."""
+    spec = pod_template(doc)["spec"]
+    used = set()
+    for volume in spec.get("volumes", []):
+        if "configMap" in volume:
+            used.add(("ConfigMap", volume["configMap"]["name"]))
+        if "secret" in volume:
+            used.add(("Secret", volume["secret"]["secretName"]))
+        for source in (volume.get("projected") or {}).get("sources", []):
+            if "configMap" in source:
+                used.add(("ConfigMap", source["configMap"]["name"]))
+            if "secret" in source:
+                used.add(("Secret", source["secret"]["name"]))
+    for c in containers(doc):
+        for env in c.get("env", []):
+            ref = env.get("valueFrom") or {}
+            if "secretKeyRef" in ref:
+                used.add(("Secret", ref["secretKeyRef"]["name"]))
+            if "configMapKeyRef" in ref:
+                used.add(("ConfigMap", ref["configMapKeyRef"]["name"]))
+        for env_from in c.get("envFrom", []):
+            if "secretRef" in env_from:
+                used.add(("Secret", env_from["secretRef"]["name"]))
+            if "configMapRef" in env_from:
+                used.add(("ConfigMap", env_from["configMapRef"]["name"]))
+    return used
+
+
+def expected_checksum(run, kind, name):
+    """The checksum the roles put in pod templates for this object, recomputed from its manifest."""
+    doc = run.get(kind, name)
+    data = doc.get("data") or {}
+    if (kind, name) == ("Secret", "slurmdbd-config"):
+        return hashlib.sha256(base64.b64decode(data["slurmdbd.conf"])).hexdigest()
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_pods_carry_checksums_of_exactly_what_they_consume_at_start(renders, value_set):
+    run = renders[value_set]
+    for doc in workloads(run):
+        name = doc["metadata"]["name"]
+        annotations = pod_template(doc)["metadata"].get("annotations") or {}
+        checksums = {key.split("/checksum-", 1)[1]: value for key, value in annotations.items()
+                     if key.startswith("hpc.slurm_k8s/checksum-")}
+        tracked = {CHECKSUM_OF[key] for key in checksums}
+        assert tracked == consumed_objects(doc) - HOT_RELOADED, name
+        for key, value in checksums.items():
+            assert value == expected_checksum(run, *CHECKSUM_OF[key]), "%s: %s is stale" % (name, key)
+
+
+def _templates(run):
+    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in workloads(run)}
+
+
+def test_slurm_conf_change_restarts_no_pod(runs, renders):
+    before, after = renders["defaults"], runs.result("restart/slurm-conf").check()
+    assert "12345" in after.get("ConfigMap", "slurm-config")["data"]["slurm.conf"]
+    assert before.get("ConfigMap", "slurm-config") != after.get("ConfigMap", "slurm-config")
+    changed = sorted(key for key, doc in _templates(after).items() if _templates(before).get(key) != doc)
+    assert changed == [], "a slurm.conf change altered the pod templates of %s" % changed
+
+
+def test_new_munge_key_restarts_exactly_the_pods_that_mount_it(runs, renders):
+    before, after = renders["defaults"], runs.result("restart/munge-key").check()
+    assert before.get("Secret", "munge-key")["data"] != after.get("Secret", "munge-key")["data"]
+    old, new = _templates(before), _templates(after)
+    changed = {key for key in new if old.get(key) != new[key]}
+    mounting = {key for key, doc in new.items() if ("Secret", "munge-key") in consumed_objects(doc)}
+    assert changed == mounting and mounting >= {("StatefulSet", "slurmctld"), ("StatefulSet", "slurmd"),
+                                                ("StatefulSet", "slurmdbd"), ("Deployment", "login")}
+    for key in changed:  # and only through the checksum annotation
+        a, b = copy.deepcopy(old[key]), copy.deepcopy(new[key])
+        for doc in (a, b):
+            pod_template(doc)["metadata"]["annotations"].pop("hpc.slurm_k8s/checksum-munge-key")
+        assert a == b, key
