@@ -63,6 +63,7 @@ def render(workdir, tag):
         "database_image": "hpc-slurm-k8s/mariadb-test:%s" % tag, "slurmd_replicas": 2, "slurmd_cpus": 1,
         "slurmd_memory_mib": 1024, "config_users": [{"name": "alice", "uid": 2001}],
     }
+    workdir.mkdir(parents=True, exist_ok=True)
     vars_file = workdir / "vars.json"
     vars_file.write_text(json.dumps(variables))
     started = time.monotonic()

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -135,14 +136,17 @@ class FakeKubelet:
 
 
 @pytest.fixture(scope="module")
-def power(tmp_path_factory):
+def power():
     missing = _missing_tools()
     if missing or os.geteuid() != 0:
         message = "real Slurm daemons need root and %s" % (", ".join(missing) or "nothing more")
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    workdir = Path(os.environ.get("SLURMHOST_DIR") or tmp_path_factory.mktemp("powersave")) / "cluster"
+    # Not under pytest's basetemp (0700): slurmctld runs as SlurmUser, which must reach its state dir.
+    top = Path(os.environ.get("SLURMHOST_DIR") or tempfile.mkdtemp(prefix="hpc-powersave-"))
+    top.chmod(0o755)
+    workdir = top / "cluster"
     fake = FakeKube(namespace=NAMESPACE).start()
     fake.add_statefulset("slurmctld")
     cluster = PowerSaveCluster(workdir)
@@ -154,6 +158,8 @@ def power(tmp_path_factory):
     kubelet.stop_all()
     cluster.stop()
     fake.stop()
+    if not os.environ.get("SLURMHOST_DIR"):
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def _write_power_files(cluster: PowerSaveCluster, fake: FakeKube) -> None:
