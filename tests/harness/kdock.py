@@ -1322,6 +1322,13 @@ class Applier:
                 continue
             ns = spaces.setdefault(o.namespace, NsPlan(o.namespace, self.prefix))
             ns.objs.append(o)
+        # A namespace directory whose manifests were all removed (a teardown) still names a namespace
+        # kdock applied before: reconcile it to nothing instead of ignoring it.
+        for entry in sorted(os.listdir(self.root)):
+            if entry not in spaces and os.path.isdir(os.path.join(self.root, entry)):
+                empty = NsPlan(entry, self.prefix)
+                if os.path.exists(os.path.join(state_dir(empty.ens), "state.json")):
+                    spaces[entry] = empty
         if cluster_ignored:
             say("ignored (no Docker equivalent): " + ", ".join(o.key for o in cluster_ignored))
             self.counters.add("ignored", len(cluster_ignored))

@@ -10,47 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-DOCKER = "/usr/bin/docker"
-KDOCK = [sys.executable, str(HERE / "kdock.py")]
+from e2e_support import DOCKER, HERE, KDOCK, ROOT, collection_version, docker_connection, playbook, require_docker, run, wait_for
+
 NAMESPACE = "slurm-e2e"
 SSH_PORT = 30022
 CTLD = "%s_slurmctld-0" % NAMESPACE
 
 
-def _docker_ok():
-    return shutil.which(DOCKER) and subprocess.run([DOCKER, "info"], capture_output=True, check=False).returncode == 0
-
-
-def run(argv, timeout=900, check=True, **kwargs):
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
-    if check and proc.returncode != 0:
-        raise AssertionError("%s failed (rc=%s)\n--- stdout\n%s\n--- stderr\n%s" % (
-            " ".join(map(str, argv)), proc.returncode, proc.stdout[-6000:], proc.stderr[-4000:]))
-    return proc
-
-
 def ctld(*command, check=True):
     return run([DOCKER, "exec", CTLD, *command], check=check, timeout=60)
-
-
-def wait_for(predicate, timeout, what, interval=0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
 
 
 def node_states():
@@ -72,8 +45,7 @@ class Deployment:
             "cluster_name": "e2e",
             "cluster_render_dir": str(self.render_dir),
             "cluster_render_command": KDOCK + ["apply", str(self.render_dir), "--wait", "--timeout", "300"],
-            "cluster_slurmctld_connection": {"ansible_connection": "community.docker.docker", "ansible_host": CTLD,
-                                             "ansible_python_interpreter": "/usr/bin/python3"},
+            "cluster_slurmctld_connection": docker_connection(CTLD),
             "storage_class": "harness-rwx",
             "cluster_image_tag": self.tag,
             "database_image": "hpc-slurm-k8s/mariadb-test:%s" % self.tag,
@@ -90,18 +62,11 @@ class Deployment:
     @property
     def tag(self):
         """Images of their own, so that another build of the shared tag cannot replace pods mid-test."""
-        version = re.search(r"^version:\s*(\S+)", (ROOT / "galaxy.yml").read_text(), re.M).group(1)
-        return "%s-e2e" % version
+        return "%s-e2e" % collection_version()
 
     def site(self, *extra):
-        env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-        started = time.monotonic()
-        proc = run(["ansible-playbook", str(ROOT / "playbooks" / "site.yml"), "-e", "@%s" % self.vars_file, *extra],
-                   env=env, timeout=1200)
-        seconds = time.monotonic() - started
-        recap = re.search(r"localhost\s*:\s*ok=(\d+)\s+changed=(\d+).*failed=(\d+)", proc.stdout)
-        assert recap, proc.stdout[-3000:]
-        return int(recap.group(2)), seconds, proc.stdout
+        proc, changed, seconds = playbook(ROOT / "playbooks" / "site.yml", self.vars_file, *extra)
+        return changed, seconds, proc.stdout
 
     def ssh(self, command, timeout=120):
         return run(["ssh", "-i", str(self.key), "-p", str(SSH_PORT), "-o", "StrictHostKeyChecking=no",
@@ -111,11 +76,7 @@ class Deployment:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if not _docker_ok():
-        message = "the Docker harness needs a running Docker engine (make harness starts one)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_docker()
     deployment = Deployment(tmp_path_factory.mktemp("e2e"))
     started = time.monotonic()
     run(["bash", str(HERE / "build-images.sh"), deployment.tag], timeout=1800)

@@ -357,3 +357,14 @@ def test_cli_parsing():
     assert (a.namespace, a.volumes) == ("x", True)
     assert kdock.parse_args(["status"]).ns is None
     assert kdock.parse_args(["container-name", "n", "p"]).pod == "p"
+
+
+def test_emptied_namespace_directory_is_planned_only_when_applied_before(tmp_path, monkeypatch):
+    monkeypatch.setattr(kdock, "STATE_ROOT", str(tmp_path / "state"))
+    root = tmp_path / "render"
+    write(root, "live/configmap-a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: live}\n")
+    (root / "torn-down").mkdir()
+    (root / "never-applied").mkdir()
+    kdock.save_state("t-torn-down", {"objects": {"ConfigMap/a": "x"}})
+    spaces = kdock.Applier(str(root), "t-", wait=False, timeout=1).plan()
+    assert [(ns.kns, len(ns.objs), ns.pods) for ns in spaces] == [("live", 1, []), ("torn-down", 0, [])]

@@ -1,16 +1,24 @@
 # -*- coding: utf-8 -*-
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Power saving with a REAL slurmctld (host Slurm 22.05) driving images/slurm/slurm-k8s-power.
+"""Power saving as site.yml configures it, with a REAL slurmctld (host Slurm 22.05) driving slurm-k8s-power.
+
+site.yml renders the cluster (directory backend) with one burst group; everything slurmctld reads comes
+from that render, written where the pod would mount it, as the kubelet would: slurm.conf from ConfigMap
+slurm-config (made by the config role's template with the powersave role's facts), and the program's
+configuration, pod template and wrappers from ConfigMap slurm-power with the modes of the slurmctld
+pod's volume. Only SlurmctldHost is replaced (the pod's name and Service); ports, paths, the API server
+and 22.05's own needs are role variables (site_vars below).
 
 The fake Kubernetes API (tests/unit/powersave/fakekube.py) plays the kubelet: a created pod starts a
-real ``slurmd -D -b -N <node>`` with the test's slurm.conf, a deleted pod stops it; in "stuck" mode
-pods stay Pending forever. slurmctld runs the program exactly as in the slurmctld pod: as SlurmUser,
-through two-line wrappers, with Slurm's own (almost empty) environment.
+real ``slurmd -D -b -N <node>``, a deleted pod stops it; in "stuck" mode pods stay Pending forever.
+slurmctld runs the program as in the slurmctld pod: as SlurmUser, through the rendered wrappers, with
+Slurm's own (almost empty) environment.
 
-22.05 differences from the role's 24.11 lines: ``cloud_reg_addrs`` (defunct in 24.11) and no
-``SuspendExcStates``: the always-on nodes n1, n2 are kept out by SuspendExcNodes and by SuspendTime
-being set on the burst partition only.
+The always-on workers: static n1, n2 and a dynamic ``slurmd -Z`` node started with the rendered slurmd
+pod's SLURMD_NODE_CONF; all carry Feature k8s, so they form NodeSet k8s, the default partition.
+22.05 differs from the 24.11 the image runs: ``cloud_reg_addrs`` (defunct in 24.11) and no
+``SuspendExcStates`` (its dynamic nodes are kept out of power saving by having no SuspendTime).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,18 +37,23 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "unit" / "powersave"))
 from fakekube import FakeKube  # noqa: E402
-from slurmhost import SLURM_USER, SlurmHostCluster, ensure_munged  # noqa: E402
+from slurmhost import SlurmHostCluster, ensure_munged  # noqa: E402
 
-PROGRAM = HERE.parents[1] / "images" / "slurm" / "slurm-k8s-power"
+PROGRAM = ROOT / "images" / "slurm" / "slurm-k8s-power"
+SITE = ROOT / "playbooks" / "site.yml"
 PORT_BASE = 17800
-BURST = ["burst-0", "burst-1", "burst-2"]
+BURST = ["slurmd-burst-0", "slurmd-burst-1", "slurmd-burst-2"]
+ALWAYS_ON = ["n1", "n2"]
+DYNAMIC = "slurmd-0"
 NAMESPACE = "slurm"
-REQUIRED = ("slurmctld", "slurmd", "scontrol", "squeue", "sbatch", "sinfo", "munged")
+REQUIRED = ("slurmctld", "slurmd", "scontrol", "squeue", "sbatch", "sinfo", "munged", "ansible-playbook")
 TIMINGS = {"SuspendTime": 5, "SuspendTimeout": 5, "ResumeTimeout": 20}
 
 
@@ -47,44 +61,137 @@ def _missing_tools():
     return [tool for tool in REQUIRED if not shutil.which(tool) and not Path("/usr/sbin", tool).exists()]
 
 
-class PowerSaveCluster(SlurmHostCluster):
-    """2 always-on nodes (partition debug) and 3 CLOUD nodes (partition burst) run by the fake API."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.power_dir = Path(workdir).resolve() / "power"
-        burst_port = PORT_BASE + 190
-        wrappers = {name: self.power_dir / name for name in ("resume", "suspend", "resume-fail")}
-        extra = "\n".join([
-            "SlurmctldParameters=cloud_reg_addrs,power_save_interval=1",
-            "ResumeProgram=%s" % wrappers["resume"],
-            "SuspendProgram=%s" % wrappers["suspend"],
-            "ResumeFailProgram=%s" % wrappers["resume-fail"],
-            "ResumeRate=0",
-            "SuspendRate=0",
-            "ResumeTimeout=%d" % TIMINGS["ResumeTimeout"],
-            "SuspendTimeout=%d" % TIMINGS["SuspendTimeout"],
-            "SuspendExcNodes=n[1-2]",
-            "DebugFlags=Power",
+def site_vars(workdir: Path, fake: FakeKube) -> dict:
+    """site.yml variables: one burst group, and this host in place of the pod, all as role variables."""
+    burst_port = PORT_BASE + 190
+    first = PORT_BASE + 201   # SlurmHostCluster: node nI listens on port_base + 200 + I
+    return {
+        "cluster_render_dir": str(workdir / "render"),
+        "storage_class": "standard",
+        "powersave_groups": [{
+            "name": "burst", "count": len(BURST), "cpus": 2, "memory_mib": 1024, "features": ["burst"],
+            "suspend_time": TIMINGS["SuspendTime"], "suspend_timeout": TIMINGS["SuspendTimeout"],
+            "suspend_grace_period": 3,
+            # the role's minimum is 30 s (a production guard); the test's 20 s goes in as plain keys
+            "resume_timeout": 30, "partition_conf": {"ResumeTimeout": TIMINGS["ResumeTimeout"]},
+            # several slurmd on one host: a port each (in Kubernetes every pod has its own address)
+            "node_conf": {"Port": "[%d-%d]" % (burst_port, burst_port + len(BURST) - 1)},
+        }],
+        "powersave_slurm_conf_extra": {"ResumeTimeout": TIMINGS["ResumeTimeout"]},
+        # Slurm 22.05 does not know SuspendExcStates
+        "powersave_suspend_exc_states": [],
+        # where the slurmctld pod would have the program, its ConfigMap, token and log
+        "powersave_program": str(PROGRAM),
+        "powersave_mount_path": str(workdir / "power"),
+        "powersave_token_path": str(workdir / "power-token"),
+        "powersave_log_file": str(workdir / "log" / "slurm-k8s-power.log"),
+        "powersave_scontrol": shutil.which("scontrol") or "/usr/bin/scontrol",
+        "powersave_api_server": fake.url,
+        "powersave_terminating_wait": 10,
+        # two static always-on workers with the Feature of the dynamic ones (NodeSet k8s)
+        "config_nodes": [{"NodeName": "n[1-2]", "NodeAddr": "127.0.0.1", "Port": "[%d-%d]" % (first, first + 1),
+                          "CPUs": 2, "RealMemory": 1000, "Feature": "k8s", "State": "UNKNOWN"}],
+        "config_slurm_conf": {
+            "SlurmctldPort": PORT_BASE + 17,
+            "SlurmdPort": PORT_BASE + 195,      # the dynamic node's
+            "StateSaveLocation": str(workdir / "state"),
+            "SlurmdSpoolDir": str(workdir / "spool" / "%n"),
+            "SlurmctldPidFile": str(workdir / "run" / "slurmctld.pid"),
+            "SlurmdPidFile": str(workdir / "run" / "slurmd-%n.pid"),
+            "SlurmctldLogFile": str(workdir / "log" / "slurmctld.log"),
+            "SlurmdLogFile": str(workdir / "log" / "slurmd-%n.log"),
+            # no slurmdbd in this test
+            "AccountingStorageType": "accounting_storage/none",
+            "AccountingStorageHost": None,
+            "AccountingStoragePort": None,
+            # 22.05 takes a CLOUD node's address from its registration only with cloud_reg_addrs
+            "SlurmctldParameters": "cloud_reg_addrs,power_save_interval=1",
+            "SchedulerParameters": "sched_interval=1",
+            "DebugFlags": "Power",
             # 22.05 leaves powered-down CLOUD nodes out of node listings without this
-            "PrivateData=cloud",
+            "PrivateData": "cloud",
             # a requeued job may start again after cred_expire (default 120 s): keep the test short
-            "AuthInfo=cred_expire=10",
-            "NodeName=burst-[0-2] State=CLOUD CPUs=2 RealMemory=1000 Feature=burst Port=[%d-%d]"
-            % (burst_port, burst_port + 2),
-            "PartitionName=burst Nodes=burst-[0-2] MaxTime=INFINITE State=UP SuspendTime=%d "
-            "SuspendTimeout=%d ResumeTimeout=%d"
-            % (TIMINGS["SuspendTime"], TIMINGS["SuspendTimeout"], TIMINGS["ResumeTimeout"]),
-        ])
-        super().__init__(workdir, nodes=2, port_base=PORT_BASE, accounting=False, extra_conf=extra)
-        self.wrappers = wrappers
+            "AuthInfo": "cred_expire=10",
+        },
+    }
+
+
+def render_site(workdir: Path, fake: FakeKube) -> dict:
+    """Run site.yml in render mode; return {kind/name: manifest}."""
+    variables = site_vars(workdir, fake)
+    vars_file = workdir / "site-vars.json"
+    vars_file.write_text(json.dumps(variables))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
+    started = time.monotonic()
+    proc = subprocess.run(["ansible-playbook", str(SITE), "-e", "@%s" % vars_file], capture_output=True, text=True,
+                          env=env, cwd=str(ROOT), timeout=900, check=False)
+    assert proc.returncode == 0, "site.yml failed:\n%s" % (proc.stdout + proc.stderr)[-6000:]
+    print("\nsite.yml rendered the cluster in %.1f s" % (time.monotonic() - started))
+    docs = {}
+    for path in sorted((workdir / "render" / NAMESPACE).glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        docs["%s/%s" % (doc["kind"], doc["metadata"]["name"])] = doc
+    return docs
+
+
+def mount_like_kubelet(docs: dict, workdir: Path, fake: FakeKube) -> dict:
+    """Write what the slurmctld pod mounts from the render: slurm.conf, ConfigMap slurm-power (with
+    the volume's item modes) and the projected token. Returns the rendered files by name."""
+    ctld = docs["StatefulSet/slurmctld"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in ctld["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in ctld["containers"][0]["volumeMounts"]}
+    power = docs["ConfigMap/%s" % volumes["power"]["configMap"]["name"]]["data"]
+    target = Path(mounts["power"])
+    target.mkdir(parents=True, exist_ok=True)
+    for item in volumes["power"]["configMap"]["items"]:
+        path = target / item["path"]
+        path.write_text(power[item["key"]])
+        path.chmod(item["mode"])
+    token_dir = Path(mounts["power-token"])
+    token_dir.mkdir(parents=True, exist_ok=True)
+    (token_dir / "token").write_text(fake.token)
+    (token_dir / "token").chmod(0o644)
+    for directory in (workdir, target, token_dir):
+        directory.chmod(0o755)
+    return power
+
+
+class PowerSaveCluster(SlurmHostCluster):
+    """slurmctld with the rendered slurm.conf; always-on n1, n2 (static) and slurmd-0 (dynamic)."""
+
+    def __init__(self, workdir: Path, slurm_conf: str, dynamic_conf: str) -> None:
+        super().__init__(workdir, nodes=len(ALWAYS_ON), port_base=PORT_BASE, accounting=False)
+        # the only change: SlurmctldHost names the pod and its Service, here this host
+        self.slurm_conf = re.sub(r"^SlurmctldHost=.*$", "SlurmctldHost=%s(127.0.0.1)" % socket.gethostname().split(".")[0],
+                                 slurm_conf, count=1, flags=re.M)
+        self.dynamic_conf = dynamic_conf
+        self.dynamic_proc: subprocess.Popen | None = None
+        self.rendered: dict = {}       # the site.yml render, {kind/name: manifest}
+        self.power_files: dict = {}    # ConfigMap slurm-power's data
 
     def _write_config(self) -> None:
-        super()._write_config()
-        # the always-on partition must not take the burst nodes (Nodes=ALL would)
-        text = self.conf.read_text().replace("PartitionName=debug Nodes=ALL", "PartitionName=debug Nodes=n[1-2]")
-        self.conf.write_text(text)
+        super()._write_config()   # directories and their owners
+        self.conf.write_text(self.slurm_conf)
+
+    def start(self, timeout: float = 60.0) -> "PowerSaveCluster":
+        super().start(timeout)
+        # the always-on slurmd pod's command (entrypoint: slurmd -D -b -Z -N <pod> --conf $SLURMD_NODE_CONF)
+        (self.workdir / "spool" / DYNAMIC).mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / ("slurmd-%s.out" % DYNAMIC), "ab") as out:
+            self.dynamic_proc = subprocess.Popen(
+                ["slurmd", "-D", "-b", "-Z", "-N", DYNAMIC, "--conf", self.dynamic_conf, "-f", str(self.conf)],
+                stdout=out, stderr=out, env=self.env, start_new_session=True)
+        self.wait_nodes_idle(self.node_names + [DYNAMIC], timeout)
+        return self
 
     def stop(self) -> None:
+        if self.dynamic_proc is not None and self.dynamic_proc.poll() is None:
+            self.dynamic_proc.send_signal(signal.SIGTERM)
+            try:
+                self.dynamic_proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.dynamic_proc.kill()
+                self.dynamic_proc.wait()
         super().stop()
 
 
@@ -147,49 +254,31 @@ def power():
     top = Path(os.environ.get("SLURMHOST_DIR") or tempfile.mkdtemp(prefix="hpc-powersave-"))
     top.chmod(0o755)
     workdir = top / "cluster"
+    workdir.mkdir(parents=True, exist_ok=True)
     fake = FakeKube(namespace=NAMESPACE).start()
     fake.add_statefulset("slurmctld")
-    cluster = PowerSaveCluster(workdir)
-    kubelet = FakeKubelet(cluster, fake)
-    _write_power_files(cluster, fake)
-    ensure_munged()
-    cluster.start()
-    yield cluster, fake, kubelet
-    kubelet.stop_all()
-    cluster.stop()
-    fake.stop()
-    if not os.environ.get("SLURMHOST_DIR"):
-        shutil.rmtree(top, ignore_errors=True)
-
-
-def _write_power_files(cluster: PowerSaveCluster, fake: FakeKube) -> None:
-    """Config, token, pod template and wrappers, as the powersave role renders them in the pod."""
-    cluster.workdir.mkdir(parents=True, exist_ok=True)
-    cluster.power_dir.mkdir(parents=True, exist_ok=True)
-    (cluster.workdir / "log").mkdir(exist_ok=True)
-    shutil.chown(cluster.workdir / "log", SLURM_USER, SLURM_USER)
-    token = cluster.power_dir / "token"
-    token.write_text(fake.token)
-    token.chmod(0o644)
-    template = cluster.power_dir / "pod-burst.json"
-    template.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"app": "burst"}},
-                                    "spec": {"containers": [{"name": "slurmd", "env": [
-                                        {"name": "SLURMD_DYNAMIC", "value": "false"}]}]}}))
-    config = cluster.power_dir / "config.json"
-    config.write_text(json.dumps({
-        "api_server": fake.url, "namespace": NAMESPACE, "token_file": str(token), "ca_file": "",
-        "scontrol": shutil.which("scontrol") or "/usr/bin/scontrol",
-        "log_file": str(cluster.workdir / "log" / "slurm-k8s-power.log"),
-        "owner_statefulset": "slurmctld", "terminating_wait": 10, "poll_interval": 0.5,
-        "groups": [{"name": "burst", "prefix": "burst-", "count": 3, "pod_template": str(template),
-                    "suspend_grace_period": 3}],
-    }))
-    for command, wrapper in cluster.wrappers.items():
-        wrapper.write_text('#!/bin/sh\nexec %s %s "$@" --config %s\n' % (PROGRAM, command, config))
-        wrapper.chmod(0o755)
-    for path in (config, template):
-        path.chmod(0o644)
-    cluster.power_dir.chmod(0o755)
+    cluster = kubelet = None
+    try:
+        docs = render_site(workdir, fake)
+        files = mount_like_kubelet(docs, workdir, fake)
+        slurmd_env = {e["name"]: e.get("value") for e in
+                      docs["StatefulSet/slurmd"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+        cluster = PowerSaveCluster(workdir, docs["ConfigMap/slurm-config"]["data"]["slurm.conf"],
+                                   slurmd_env["SLURMD_NODE_CONF"])
+        cluster.rendered = docs
+        cluster.power_files = files
+        kubelet = FakeKubelet(cluster, fake)
+        ensure_munged()
+        cluster.start()
+        yield cluster, fake, kubelet
+    finally:
+        if kubelet is not None:
+            kubelet.stop_all()
+        if cluster is not None:
+            cluster.stop()
+        fake.stop()
+        if not os.environ.get("SLURMHOST_DIR"):
+            shutil.rmtree(top, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -253,6 +342,11 @@ def submit(cluster: PowerSaveCluster, seconds: int) -> str:
     return out.strip().split(";")[0]
 
 
+def partition_nodes(cluster: PowerSaveCluster, partition: str) -> list[str]:
+    out = cluster.run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N"], check=False).stdout
+    return sorted(set(out.split()))
+
+
 def power_log(cluster: PowerSaveCluster) -> str:
     path = cluster.workdir / "log" / "slurm-k8s-power.log"
     return path.read_text() if path.exists() else ""
@@ -263,11 +357,52 @@ def report(name: str, value: float) -> None:
 
 
 # -------------------------------------------------------------------------------------------- tests
+def test_slurm_conf_is_the_config_roles_with_the_powersave_facts(power):
+    cluster = power[0]
+    text = cluster.conf.read_text()
+    rendered = cluster.rendered["ConfigMap/slurm-config"]["data"]["slurm.conf"]
+    # everything but SlurmctldHost as rendered
+    assert [line for line in text.splitlines() if not line.startswith("SlurmctldHost=")] == \
+        [line for line in rendered.splitlines() if not line.startswith("SlurmctldHost=")]
+    mount = site_vars(cluster.workdir, power[1])["powersave_mount_path"]
+    for line in ("ResumeProgram=%s/resume" % mount, "SuspendProgram=%s/suspend" % mount,
+                 "ResumeFailProgram=%s/resume-fail" % mount, "ResumeTimeout=20", "SuspendTimeout=5",
+                 "NodeSet=k8s Feature=k8s", "PartitionName=compute Nodes=k8s Default=YES MaxTime=INFINITE State=UP",
+                 "NodeName=slurmd-burst-[0-2] State=CLOUD CPUs=2 RealMemory=921 Feature=burst Port=[17990-17992]",
+                 "PartitionName=burst Nodes=slurmd-burst-[0-2] State=UP MaxTime=INFINITE SuspendTime=5 "
+                 "SuspendTimeout=5 ResumeTimeout=20",
+                 "MaxNodeCount=%d" % (1024 + len(BURST))):
+        assert line in text.splitlines(), line
+    assert "SuspendExcStates" not in text
+    # the wrappers slurmctld runs are the rendered ones, root-owned and not writable (else Slurm
+    # silently disables power saving)
+    for command in ("resume", "suspend", "resume-fail"):
+        wrapper = Path(mount) / command
+        assert wrapper.read_text() == cluster.power_files[command]
+        assert wrapper.stat().st_mode & 0o777 == 0o555
+    assert "power_save module disabled" not in (cluster.log_dir / "slurmctld.log").read_text()
+
+
 def test_burst_nodes_start_powered_down(power):
     cluster, fake = power[0], power[1]
     wait_for(lambda: all(node_state(cluster, n) == "idle~" for n in BURST), 30, "burst nodes idle~")
-    assert all(node_state(cluster, n) == "idle" for n in ("n1", "n2"))
+    assert all(node_state(cluster, n) == "idle" for n in ALWAYS_ON + [DYNAMIC])
+    # NodeSet k8s: the default partition has the always-on workers, static and dynamic, and no burst node
+    assert partition_nodes(cluster, "compute") == sorted(ALWAYS_ON + [DYNAMIC])
+    assert partition_nodes(cluster, "burst") == BURST
     assert fake.pods == {}
+
+
+def test_default_partition_never_powers_up_a_burst_node(power):
+    cluster, fake = power[0], power[1]
+    out = cluster.run(["sbatch", "--parsable", "-N3", "-o", "/dev/null", "--wrap", "true"]).stdout
+    job = out.strip().split(";")[0]
+    wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 30, "job %s COMPLETED" % job)
+    info = job_info(cluster, job)
+    assert info["Partition"] == "compute"
+    assert sorted(cluster.run(["scontrol", "show", "hostnames", info["NodeList"]]).stdout.split()) == \
+        sorted(ALWAYS_ON + [DYNAMIC])
+    assert fake.calls("POST") == []
 
 
 def test_job_powers_a_node_up_runs_and_the_node_powers_down(power):
@@ -304,14 +439,19 @@ def test_job_powers_a_node_up_runs_and_the_node_powers_down(power):
     assert any("POWERING_UP" in s and ("ALLOCATED" in s or "MIXED" in s) for s in states), states
     assert any("POWERING_DOWN" in s for s in states) or any("POWERED_DOWN" in s for s in states), states
     assert node_state(cluster, node) == "idle~"
-    # the pod came from the template, named after the node, owned by the slurmctld StatefulSet
+    # the pod is the rendered template, named after the node, owned by the slurmctld StatefulSet
     post = [r for r in fake.calls("POST") if r.body["metadata"]["name"] == node][-1]
-    assert post.body["metadata"]["annotations"]["hpc.slurm_k8s/resume-jobs"] == job
+    template = json.loads(cluster.power_files["pod-burst.json"])
+    assert post.body["spec"] == template["spec"]
+    assert post.body["spec"]["serviceAccountName"] == "slurmd-burst"
+    assert post.body["metadata"]["labels"] == dict(template["metadata"]["labels"], **{
+        "hpc.slurm-k8s/slurm-node": node, "hpc.slurm-k8s/burst-group": "burst"})
+    assert post.body["metadata"]["annotations"]["hpc.slurm-k8s/resume-jobs"] == job
     assert post.body["metadata"]["ownerReferences"][0]["name"] == "slurmctld"
     delete = [r for r in fake.calls("DELETE") if r.path.endswith("/" + node)][-1]
     assert delete.body["gracePeriodSeconds"] == 3
     # the always-on nodes were never powered down
-    for always_on in ("n1", "n2"):
+    for always_on in ALWAYS_ON + [DYNAMIC]:
         assert not any("POWER" in s for s in watcher.states(always_on)), watcher.states(always_on)
     # our share of the start latency: ResumeProgram runs within power_save_interval of the
     # allocation and creates the pod at once; the rest is slurmctld's (see docs/power-save.md)
@@ -347,6 +487,6 @@ def test_stuck_pod_fails_resume_then_job_is_requeued_and_completes(power):
     log = power_log(cluster)
     assert re.search(r"resume-fail INFO %s: pod deleted" % re.escape(node), log), log
     assert re.search(r"resume-fail INFO .*%s.*state=resume" % re.escape(node), log), log
-    for always_on in ("n1", "n2"):
+    for always_on in ALWAYS_ON + [DYNAMIC]:
         assert not any("POWER" in s for s in watcher.states(always_on)), watcher.states(always_on)
     print("\nstates of %s: %s" % (node, " -> ".join(states)))

@@ -9,6 +9,8 @@ fail before anything is written.
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -25,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 VALUES = HERE / "values"
 SITE = ROOT / "playbooks" / "site.yml"
+POWER_PROGRAM = ROOT / "images" / "slurm" / "slurm-k8s-power"
 VALUE_SETS = sorted(p.stem for p in VALUES.glob("*.yml"))
 # renders run with -vvv, whose output must hold no secret value (the generated Secrets, and a
 # user-supplied external database password)
@@ -41,6 +44,7 @@ class Run:
         self.rc = proc.returncode
         self.output = proc.stdout + proc.stderr
         self.seconds = seconds
+        self._burst_pods = None
 
     def check(self):
         if self.rc != 0:
@@ -60,6 +64,45 @@ class Run:
     def get(self, kind, name):
         found = [doc for doc in self.by_kind(kind) if doc["metadata"]["name"] == name]
         return found[0] if found else None
+
+    def burst_pods(self):
+        """The pods slurm-k8s-power would create (node 0 of each power-save group), built by the program
+        itself from ConfigMap slurm-power: they are workloads too, though no manifest file holds them."""
+        if self._burst_pods is None:
+            self._burst_pods = self._build_burst_pods()
+        return self._burst_pods
+
+    def _build_burst_pods(self):
+        power = self.get("ConfigMap", "slurm-power")
+        if power is None:
+            return []
+        module = _power_program()
+        files = Path(str(self.render_dir) + ".power")
+        files.mkdir(exist_ok=True)
+        config = json.loads(power["data"]["config.json"])
+        for group in config["groups"]:
+            name = Path(group["pod_template"]).name
+            (files / name).write_text(power["data"][name])
+            group["pod_template"] = str(files / name)
+        program = module.PowerProgram(module.Config(config), _OwnerOnlyClient())
+        return [program.build_pod(group.prefix + "0", group) for group in program.config.groups]
+
+
+class _OwnerOnlyClient:  # pylint: disable=too-few-public-methods
+    """Stands in for the program's Kubernetes client: build_pod only asks for the owner's uid."""
+
+    @staticmethod
+    def get_statefulset_uid(name):
+        return "uid-of-%s" % name
+
+
+def _power_program():
+    """images/slurm/slurm-k8s-power (no .py extension) as a module."""
+    loader = importlib.machinery.SourceFileLoader("slurm_k8s_power", str(POWER_PROGRAM))
+    spec = importlib.util.spec_from_loader("slurm_k8s_power", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
 def playbook(name, render_dir, variables, extra=(), verbose=False):

@@ -28,6 +28,11 @@ CASES = [
     ("resources-bad-memory", {"slurmctld_resources": {"requests": {"memory": "2GB"}}}, "slurmctld_resources"),
     ("host-network-not-bool", {"slurmd_host_network": "maybe"}, "slurmd_host_network"),
     ("munge-key-too-short", {"secrets_munge_key_length": 8}, "secrets_munge_key_length"),
+    ("powersave-group-count-zero", {"powersave_groups": [{"name": "burst", "count": 0}]}, "powersave_groups"),
+    # Nodes=ALL would put the burst nodes in the default partition too
+    ("powersave-partition-all", {"powersave_groups": [{"name": "burst", "count": 2}],
+                                 "config_partitions": [{"PartitionName": "compute", "Nodes": "ALL", "Default": True}]},
+     "config_partitions"),
 ]
 
 

@@ -3,6 +3,8 @@
 Schemas (kubernetes-validate --strict, offline, Kubernetes 1.29 to the newest it ships), the
 security baseline (checkov; Pod Security "baseline"; probes and resources; PodDisruptionBudgets;
 NetworkPolicies; RBAC; no secret outside Secrets), and restart semantics (checksum annotations).
+The burst pods of power saving (roles/powersave) are checked as workloads too: no manifest file holds
+them, so conftest builds them with slurm-k8s-power itself from the rendered ConfigMap slurm-power.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,8 +29,10 @@ WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "Job", "Pod")
 # Pod Security Standards, "baseline": capabilities a container may add.
 BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
                          "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
-# ConfigMaps whose change the pods pick up without a restart (slurm.conf & co: scontrol reconfigure).
-HOT_RELOADED = {("ConfigMap", "slurm-config")}
+# ConfigMaps whose change the pods pick up without a restart (slurm.conf & co: scontrol reconfigure;
+# slurm-power: the power-save program reads its configuration, pod templates and the cluster CA
+# (kube-root-ca.crt) at every call).
+HOT_RELOADED = {("ConfigMap", "slurm-config"), ("ConfigMap", "slurm-power"), ("ConfigMap", "kube-root-ca.crt")}
 # checksum annotation -> the object it tracks
 CHECKSUM_OF = {"munge-key": ("Secret", "munge-key"), "ssh-host-keys": ("Secret", "ssh-host-keys"),
                "users": ("ConfigMap", "slurm-users"), "slurmdbd-conf": ("Secret", "slurmdbd-config"),
@@ -35,7 +40,8 @@ CHECKSUM_OF = {"munge-key": ("Secret", "munge-key"), "ssh-host-keys": ("Secret",
 
 
 def pod_template(doc):
-    return doc["spec"] if doc["kind"] == "Pod" else doc["spec"]["template"]
+    """metadata and spec of the pods of a workload (a Pod is its own template)."""
+    return doc if doc["kind"] == "Pod" else doc["spec"]["template"]
 
 
 def containers(doc):
@@ -44,7 +50,12 @@ def containers(doc):
 
 
 def workloads(run):
-    return run.by_kind(*WORKLOAD_KINDS)
+    return run.by_kind(*WORKLOAD_KINDS) + run.burst_pods()
+
+
+def power_groups(value_set):
+    """(name, count) of each power-save group of a value set."""
+    return [(g["name"], int(g["count"])) for g in load_values(value_set).get("powersave_groups") or []]
 
 
 def kubernetes_versions():
@@ -63,6 +74,8 @@ def test_manifests_match_the_kubernetes_schemas_strictly(renders, value_set):
     errors = []
     docs = renders[value_set].docs()
     assert len(docs) >= 15, sorted(docs)
+    docs.update({"burst pod %s" % pod["metadata"]["name"]: pod for pod in renders[value_set].burst_pods()})
+    assert len(renders[value_set].burst_pods()) == len(power_groups(value_set))
     for version in versions:
         for path, doc in docs.items():
             try:
@@ -107,6 +120,8 @@ def test_checkov_finds_nothing_unexplained(renders, tmp_path):
     checkov = checkov_binary()
     for name, run in renders.items():
         shutil.copytree(run.render_dir, tmp_path / name)
+        for pod in run.burst_pods():
+            (tmp_path / name / ("burst-pod-%s.yaml" % pod["metadata"]["name"])).write_text(yaml.safe_dump(pod))
     proc = subprocess.run([checkov, "-d", str(tmp_path), "--framework", "kubernetes", "--quiet", "--compact",
                            "-o", "json"], capture_output=True, text=True, timeout=600, check=False)
     report = json.loads(proc.stdout)
@@ -140,6 +155,57 @@ def baseline_violations(doc):
         if sec.get("procMount", "Default") != "Default" or (sec.get("seccompProfile") or {}).get("type") == "Unconfined":
             found.append("%s: procMount/seccomp" % c["name"])
     return found
+
+
+# What the API server accepts (apimachinery validation.IsQualifiedName / IsValidLabelValue); the
+# schemas above do not check keys: a prefix must be a DNS subdomain (no "_").
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def _qualified_name_errors(key):
+    prefix, _sep, name = key.rpartition("/")
+    errors = []
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        errors.append("prefix %r is not a DNS subdomain" % prefix)
+    if len(name) > 63 or not _NAME.match(name):
+        errors.append("name %r is not a qualified name" % name)
+    return errors
+
+
+def _metadata_maps(doc):
+    """(where, kind of map, dict) of every label/annotation/selector map of a manifest."""
+    found = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("labels", "annotations", "matchLabels", "nodeSelector") and isinstance(value, dict):
+                    found.append(("%s.%s" % (path, key), key, value))
+                walk(value, "%s.%s" % (path, key))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, "%s[%d]" % (path, index))
+    walk(doc, "%s/%s" % (doc["kind"], doc["metadata"]["name"]))
+    return found
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_label_and_annotation_keys_are_valid_for_the_api_server(renders, value_set):
+    problems = []
+    for doc in list(renders[value_set].docs().values()) + renders[value_set].burst_pods():
+        for where, kind, mapping in _metadata_maps(doc):
+            for key, value in mapping.items():
+                problems += ["%s %r: %s" % (where, key, error) for error in _qualified_name_errors(key)]
+                if kind != "annotations" and value != "" and (len(str(value)) > 63 or not _NAME.match(str(value))):
+                    problems.append("%s %r: value %r is not a valid label value" % (where, key, value))
+    assert not problems, "\n".join(problems)
+
+
+def test_label_key_check_rejects_an_underscore_prefix():
+    assert _qualified_name_errors("hpc.slurm_k8s/checksum-users")
+    assert not _qualified_name_errors("hpc.slurm-k8s/checksum-users")
+    assert not _qualified_name_errors("app.kubernetes.io/name")
 
 
 @pytest.mark.parametrize("value_set", VALUE_SETS)
@@ -201,14 +267,41 @@ def test_disruption_budgets_protect_the_single_instance_services(renders, value_
 def test_rbac_is_least_privilege(renders, value_set):
     run = renders[value_set]
     assert not run.by_kind("ClusterRole", "ClusterRoleBinding"), "no cluster-wide RBAC"
-    # today slurmctld needs no API access: no Role, no RoleBinding at all
-    assert not run.by_kind("Role", "RoleBinding")
     accounts = {doc["metadata"]["name"]: doc for doc in run.by_kind("ServiceAccount")}
-    assert set(accounts) == {"slurmctld"} and accounts["slurmctld"]["automountServiceAccountToken"] is False
+    groups = power_groups(value_set)
+    namespace = run.get("StatefulSet", "slurmctld")["metadata"]["namespace"]
+    if not groups:
+        # without power saving slurmctld needs no API access: no Role, no RoleBinding at all
+        assert not run.by_kind("Role", "RoleBinding")
+        assert set(accounts) == {"slurmctld"}
+    else:
+        # exactly what slurm-k8s-power needs: create pods (Kubernetes cannot restrict create by
+        # name), get/delete only the burst nodes' pods, get the StatefulSet that owns them
+        nodes = ["slurmd-%s-%d" % (name, i) for name, count in groups for i in range(count)]
+        assert [doc["metadata"]["name"] for doc in run.by_kind("Role")] == ["slurm-power"]
+        assert run.get("Role", "slurm-power")["rules"] == [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["pods"], "resourceNames": nodes, "verbs": ["get", "delete"]},
+            {"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": ["slurmctld"], "verbs": ["get"]},
+        ]
+        assert [doc["metadata"]["name"] for doc in run.by_kind("RoleBinding")] == ["slurm-power"]
+        binding = run.get("RoleBinding", "slurm-power")
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "slurm-power"}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurmctld", "namespace": namespace}]
+        assert set(accounts) == {"slurmctld", "slurmd-burst"}
+    assert all(doc["automountServiceAccountToken"] is False for doc in accounts.values())
+    tokens = {}
     for doc in workloads(run):
-        spec = pod_template(doc)["spec"]
-        assert spec.get("automountServiceAccountToken") is False, doc["metadata"]["name"]
-        assert spec.get("serviceAccountName", "default") in ("default", "slurmctld")
+        name, spec = doc["metadata"]["name"], pod_template(doc)["spec"]
+        assert spec.get("automountServiceAccountToken") is False, name
+        expected = "slurmctld" if name == "slurmctld" else "slurmd-burst" if doc in run.burst_pods() else "default"
+        assert spec.get("serviceAccountName", "default") == expected, name
+        for volume in spec.get("volumes", []):
+            for source in (volume.get("projected") or {}).get("sources", []):
+                if "serviceAccountToken" in source:
+                    tokens[name] = source["serviceAccountToken"]
+    # the only API token is the slurmctld pod's, projected (expiring, renewed by kubelet), for power saving
+    assert tokens == ({"slurmctld": {"path": "token", "expirationSeconds": 3600}} if groups else {})
 
 
 # --- NetworkPolicies: a small evaluator over the rendered policies -------------------------------
@@ -262,9 +355,10 @@ def test_network_policies(renders, value_set):
     instance = pods["slurmctld"]["app.kubernetes.io/instance"]
     other = {"app.kubernetes.io/instance": instance, "app": "something-else"}
     backup = {"app.kubernetes.io/instance": instance, "app.kubernetes.io/part-of": "slurm",
-              "hpc.slurm_k8s/database-client": "true"}
+              "hpc.slurm-k8s/database-client": "true"}
     ctld, dbd, slurmd, login = pods["slurmctld"], pods["slurmdbd"], pods["slurmd"], pods["login"]
     hostnet = bool(values.get("slurmd_host_network"))
+    power = bool(power_groups(value_set))
     cases = [
         # (direction, pod, peer, port, expected)
         ("in", ctld, slurmd, 6817, True), ("in", ctld, login, 6817, True), ("in", ctld, dbd, 6817, True),
@@ -275,7 +369,9 @@ def test_network_policies(renders, value_set):
         ("in", slurmd, ctld, 6818, True), ("in", slurmd, login, 6818, True), ("in", slurmd, slurmd, 45000, True),
         ("in", slurmd, login, 45000, True), ("in", slurmd, other, 6818, False), ("in", slurmd, None, 6818, False),
         ("out", ctld, None, 53, True), ("out", ctld, dbd, 6819, True), ("out", ctld, slurmd, 6818, True),
-        ("out", ctld, login, 41000, True), ("out", ctld, None, 443, hostnet),
+        ("out", ctld, login, 41000, True), ("out", ctld, None, 80, hostnet),
+        # the Kubernetes API (Service port, API server port) only for the power-save program
+        ("out", ctld, None, 443, hostnet or power), ("out", ctld, None, 6443, hostnet or power),
         ("out", dbd, ctld, 6817, True), ("out", dbd, None, 53, True), ("out", dbd, slurmd, 6818, False),
     ]
     if "mariadb" in pods:
@@ -286,6 +382,15 @@ def test_network_policies(renders, value_set):
     else:
         port = int(values["database_external_port"])
         cases += [("out", dbd, None, port, True), ("out", dbd, None, 443, False)]
+    for pod in run.burst_pods():
+        # burst pods take Slurm traffic as the always-on workers do, from them and to them
+        burst = pod["metadata"]["labels"]
+        cases += [("in", burst, ctld, 6818, True), ("in", burst, login, 6818, True), ("in", burst, login, 45000, True),
+                  ("in", burst, slurmd, 45000, True), ("in", burst, burst, 45000, True),
+                  ("in", slurmd, burst, 45000, True), ("in", ctld, burst, 6817, True), ("in", login, burst, 41000, True),
+                  ("in", dbd, burst, 6819, True),
+                  ("in", burst, dbd, 6818, False), ("in", burst, other, 6818, False), ("in", burst, None, 6818, False),
+                  ("out", ctld, burst, 6818, True), ("out", ctld, burst, 45000, True)]
     wrong = [case for case in cases if allowed(policies, *case[:4]) != case[4]]
     assert not wrong, "\n".join("%s %s peer=%s port=%s: expected %s" % (d, p.get("app.kubernetes.io/name"),
                                 (q or {}).get("app.kubernetes.io/name", q), port, e) for d, p, q, port, e in wrong)
@@ -361,11 +466,13 @@ def expected_checksum(run, kind, name):
 @pytest.mark.parametrize("value_set", VALUE_SETS)
 def test_pods_carry_checksums_of_exactly_what_they_consume_at_start(renders, value_set):
     run = renders[value_set]
-    for doc in workloads(run):
+    # not the burst pods: each is made from the objects as they are when Slurm powers its node up, and
+    # goes when the node is idle; there is no template for a checksum to roll
+    for doc in run.by_kind(*WORKLOAD_KINDS):
         name = doc["metadata"]["name"]
         annotations = pod_template(doc)["metadata"].get("annotations") or {}
         checksums = {key.split("/checksum-", 1)[1]: value for key, value in annotations.items()
-                     if key.startswith("hpc.slurm_k8s/checksum-")}
+                     if key.startswith("hpc.slurm-k8s/checksum-")}
         tracked = {CHECKSUM_OF[key] for key in checksums}
         assert tracked == consumed_objects(doc) - HOT_RELOADED, name
         for key, value in checksums.items():
@@ -395,5 +502,5 @@ def test_new_munge_key_restarts_exactly_the_pods_that_mount_it(runs, renders):
     for key in changed:  # and only through the checksum annotation
         a, b = copy.deepcopy(old[key]), copy.deepcopy(new[key])
         for doc in (a, b):
-            pod_template(doc)["metadata"]["annotations"].pop("hpc.slurm_k8s/checksum-munge-key")
+            pod_template(doc)["metadata"]["annotations"].pop("hpc.slurm-k8s/checksum-munge-key")
         assert a == b, key

@@ -180,9 +180,9 @@ def test_resume_creates_one_pod_per_node_from_the_template(env, fake, tmp_path):
     body = next(p.body for p in posts if p.body["metadata"]["name"] == "burst-1")
     assert body["metadata"]["namespace"] == NAMESPACE
     assert body["metadata"]["labels"] == {"app.kubernetes.io/name": "slurmd-burst",
-                                          "hpc.slurm_k8s/slurm-node": "burst-1",
-                                          "hpc.slurm_k8s/burst-group": "burst"}
-    assert body["metadata"]["annotations"] == {"hpc.slurm_k8s/resume-jobs": "42,43"}
+                                          "hpc.slurm-k8s/slurm-node": "burst-1",
+                                          "hpc.slurm-k8s/burst-group": "burst"}
+    assert body["metadata"]["annotations"] == {"hpc.slurm-k8s/resume-jobs": "42,43"}
     assert body["metadata"]["ownerReferences"] == [{
         "apiVersion": "apps/v1", "kind": "StatefulSet", "name": "slurmctld", "uid": fake.sts_uid,
         "controller": False}]
@@ -196,7 +196,7 @@ def test_resume_file_of_slurm_22_05(env, fake, tmp_path):
     resume_file = tmp_path / "resume.json"
     resume_file.write_text(json.dumps({"jobs": [{"job_id": 7, "nodes": "burst-0"}], "all_nodes": "burst-0"}))
     assert env.run("resume", "burst-0", {"SLURM_RESUME_FILE": str(resume_file)}).returncode == 0
-    assert fake.calls("POST")[0].body["metadata"]["annotations"] == {"hpc.slurm_k8s/resume-jobs": "7"}
+    assert fake.calls("POST")[0].body["metadata"]["annotations"] == {"hpc.slurm-k8s/resume-jobs": "7"}
 
 
 def test_resume_file_gone_is_not_fatal(env, fake, tmp_path):
@@ -342,6 +342,15 @@ def test_suspend_deletes_with_the_group_grace_period_and_404_is_success(env, fak
                                        "propagationPolicy": "Background"}
     assert fake.calls("POST") == []
     assert "burst-1: no pod (already deleted)" in env.log_text()
+
+
+def test_the_wrappers_argument_order(env, fake):
+    # the powersave role's wrappers: exec slurm-k8s-power --config <mount>/config.json <command> "$@"
+    fake.add_pod("burst-2")
+    result = subprocess.run(["env", "-i", "SLURM_CONF=%s" % env.slurm_conf, str(PROGRAM), "--config", str(env.config),
+                             "suspend", "burst-2"], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, env.log_text()
+    assert [r.path.rsplit("/", 1)[1] for r in fake.calls("DELETE")] == ["burst-2"]
 
 
 def test_suspend_does_not_wait_for_the_pod_to_go(env, fake):

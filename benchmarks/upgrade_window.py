@@ -1,0 +1,87 @@
+"""Benchmark: the maintenance window (drain to resume) of upgrade.yml, no-op and image upgrade.
+
+Runs on the Docker harness (tier T3), as root, after `make deps` and with Docker running
+(tests/harness/start-docker.sh); uses the namespace, images and settings of
+tests/harness/test_day2_e2e.py (do not run both at once):
+
+    .venv/bin/python benchmarks/upgrade_window.py [--repeat N] [--json results.json]
+
+  deploy   site.yml in render mode onto the harness (2 workers, images tagged day2-old)
+  noop     upgrade.yml with the same variables: plan (before the drain), drain, verify, resume
+  phased   the same no-op upgrade as three runs (upgrade_phase pre, apply, post), as an AWX workflow
+           runs it: the apply phase has no plan and runs every role (the window includes the time
+           between the runs, as an approval would; here none)
+  image    upgrade.yml -e cluster_image_tag=day2-new (same build, another version label, so another
+           image id): dump, slurmdbd -> slurmctld -> slurmd -> login replaced, verified, resumed; then
+           back to day2-old (a second image upgrade)
+The window is what upgrade.yml prints ("maintenance window N s"): from just before the drain to the
+resume; the whole playbook time is reported beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "harness"))
+os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / ".cache" / "collections"))
+
+# pylint: disable=wrong-import-position
+from e2e_support import KDOCK, run  # noqa: E402
+from test_day2_e2e import NAMESPACE, NEW, OLD, WINDOW, Deployment, nodes  # noqa: E402
+
+
+def upgrade(deployment, *extra):
+    proc, _changed, seconds = deployment.playbook("upgrade", *extra)
+    return float(WINDOW.search(proc.stdout).group(1)), seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--repeat", type=int, default=1, help="upgrades of each kind (default 1)")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    for tag in (OLD, NEW):
+        run(["bash", str(ROOT / "tests" / "harness" / "build-images.sh"), tag], timeout=1800)
+    run(KDOCK + ["delete", "--namespace", NAMESPACE, "--volumes"], check=False)
+    deployment = Deployment(Path(tempfile.mkdtemp(prefix="upgrade-window-")))
+    results = {"noop_window_s": [], "noop_playbook_s": [], "phased_window_s": [], "image_window_s": [],
+               "image_playbook_s": []}
+    try:
+        deployment.playbook("site")
+        deadline = time.monotonic() + 90
+        while [s for s, _r in nodes().values()] != ["idle", "idle"] and time.monotonic() < deadline:
+            time.sleep(1)
+        for _round in range(args.repeat):
+            window, seconds = upgrade(deployment)
+            results["noop_window_s"].append(window)
+            results["noop_playbook_s"].append(round(seconds, 1))
+            for phase in ("pre", "apply"):
+                deployment.playbook("upgrade", "-e", "upgrade_phase=%s" % phase)
+            window, seconds = upgrade(deployment, "-e", "upgrade_phase=post")
+            results["phased_window_s"].append(window)
+            for tag in (NEW, OLD):
+                window, seconds = upgrade(deployment, "-e", "cluster_image_tag=%s" % tag)
+                results["image_window_s"].append(window)
+                results["image_playbook_s"].append(round(seconds, 1))
+    finally:
+        run(KDOCK + ["delete", "--namespace", NAMESPACE, "--volumes"], check=False)
+    noop = statistics.median(results["noop_window_s"])
+    summary = dict(results, noop_window_median_s=noop,
+                   phased_over_planned_noop_window=round(statistics.median(results["phased_window_s"]) / noop, 1),
+                   image_window_median_s=statistics.median(results["image_window_s"]),
+                   load_average=os.getloadavg()[0])
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
