@@ -81,7 +81,7 @@ def site_vars(workdir: Path, fake: FakeKube) -> dict:
         # Slurm 22.05 does not know SuspendExcStates
         "powersave_suspend_exc_states": [],
         # where the slurmctld pod would have the program, its ConfigMap, token and log
-        "powersave_program": str(PROGRAM),
+        "powersave_program": str(workdir / "bin" / PROGRAM.name),
         "powersave_mount_path": str(workdir / "power"),
         "powersave_token_path": str(workdir / "power-token"),
         "powersave_log_file": str(workdir / "log" / "slurm-k8s-power.log"),
@@ -255,6 +255,11 @@ def power():
     top.chmod(0o755)
     workdir = top / "cluster"
     workdir.mkdir(parents=True, exist_ok=True)
+    # a copy: SlurmUser must reach the program, and the checkout may sit under a 0700 directory
+    # (slurmctld then silently disables power saving)
+    (workdir / "bin").mkdir(mode=0o755, exist_ok=True)
+    shutil.copyfile(PROGRAM, workdir / "bin" / PROGRAM.name)
+    (workdir / "bin" / PROGRAM.name).chmod(0o755)
     fake = FakeKube(namespace=NAMESPACE).start()
     fake.add_statefulset("slurmctld")
     cluster = kubelet = None
