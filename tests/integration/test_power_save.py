@@ -322,6 +322,15 @@ class Watcher:
         return [state for _when, state in self.seen.get(node, [])]
 
 
+def logged_nodes(cluster: PowerSaveCluster, pattern: str) -> set[str]:
+    """Every node named by the hostlists that `pattern`'s group captures in slurmctld's log."""
+    text = (cluster.log_dir / "slurmctld.log").read_text()
+    nodes: set[str] = set()
+    for hostlist in re.findall(pattern, text):
+        nodes.update(cluster.run(["scontrol", "show", "hostnames", hostlist]).stdout.split())
+    return nodes
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -439,10 +448,10 @@ def test_job_powers_a_node_up_runs_and_the_node_powers_down(power):
         report("job COMPLETED -> pod deleted", deleted - ended)
         wait_for(lambda: node_state(cluster, node) == "idle~", 30, "%s idle~" % node)
         report("job COMPLETED -> node idle~", time.monotonic() - ended)
-    states = watcher.states(node)
-    # powering up with the job on it, then powering down and powered down
-    assert any("POWERING_UP" in s and ("ALLOCATED" in s or "MIXED" in s) for s in states), states
-    assert any("POWERING_DOWN" in s for s in states) or any("POWERED_DOWN" in s for s in states), states
+    # slurmctld's own record (DebugFlags=Power) of waking the node for the job and suspending it
+    # afterwards, and the final state; sampled states would only show what the poller caught
+    assert node in logged_nodes(cluster, r"power_save: pid \d+ waking nodes (\S+)")
+    assert node in logged_nodes(cluster, r"power_save: pid \d+ suspending nodes (\S+)")
     assert node_state(cluster, node) == "idle~"
     # the pod is the rendered template, named after the node, owned by the slurmctld StatefulSet
     post = [r for r in fake.calls("POST") if r.body["metadata"]["name"] == node][-1]
@@ -484,14 +493,17 @@ def test_stuck_pod_fails_resume_then_job_is_requeued_and_completes(power):
         wait_for(lambda: int(job_info(cluster, job).get("Restarts", "0")) >= 1, 30, "job %s requeued" % job)
         wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 180, "job %s COMPLETED" % job,
                  interval=0.5)
-    states = watcher.states(node)
-    assert "not resumed by ResumeTimeout" in (cluster.log_dir / "slurmctld.log").read_text()
-    down = [i for i, s in enumerate(states) if s.startswith("DOWN") and "POWERED_DOWN" in s]
-    assert down, states                                          # down~ after ResumeTimeout
-    assert any(s.startswith("IDLE") and "POWERED_DOWN" in s for s in states[down[0]:]), states  # idle~
+    # What Slurm recorded, not states a poller happened to catch (under load it can miss down~):
+    # slurmctld's log of the ResumeTimeout, the job's requeue count and its final state above.
+    ctld_log = (cluster.log_dir / "slurmctld.log").read_text()
+    assert re.search(r"node %s not resumed by ResumeTimeout" % re.escape(node), ctld_log), ctld_log[-4000:]
+    assert re.search(r"requeue job JobId=%s due to failure of node %s" % (job, re.escape(node)), ctld_log), \
+        ctld_log[-4000:]
+    assert int(job_info(cluster, job).get("Restarts", "0")) >= 1
     log = power_log(cluster)
     assert re.search(r"resume-fail INFO %s: pod deleted" % re.escape(node), log), log
     assert re.search(r"resume-fail INFO .*%s.*state=resume" % re.escape(node), log), log
+    # a safety property: a sample can only miss a state, never invent one, so this cannot flake
     for always_on in ALWAYS_ON + [DYNAMIC]:
         assert not any("POWER" in s for s in watcher.states(always_on)), watcher.states(always_on)
-    print("\nstates of %s: %s" % (node, " -> ".join(states)))
+    print("\nstates of %s seen by sampling: %s" % (node, " -> ".join(watcher.states(node))))
