@@ -54,7 +54,7 @@ integration:
 
 ## harness: T3, the Docker harness and the cluster it runs from our rendered manifests
 harness:
-	tests/harness/start-docker.sh
+	tests/images/start-docker.sh
 	$(PYTEST) tests/harness -q
 
 clean:

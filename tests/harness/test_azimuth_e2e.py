@@ -102,7 +102,7 @@ def platform(tmp_path_factory):
     require_docker()
     platform = Platform(tmp_path_factory.mktemp("azimuth"))
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "owner@azimuth", "-f", str(platform.key)])
-    run(["bash", str(HERE / "build-images.sh"), platform.tag], timeout=1800)
+    run(["bash", str(ROOT / "tests" / "images" / "build-images.sh"), platform.tag], timeout=1800)
     run(KDOCK + ["delete", "--namespace", NAMESPACE, "--volumes"], check=False)
     yield platform
     print("\nazimuth e2e timings (s): %s" % json.dumps(platform.timings))

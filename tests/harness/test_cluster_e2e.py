@@ -79,7 +79,7 @@ def cluster(tmp_path_factory):
     require_docker()
     deployment = Deployment(tmp_path_factory.mktemp("e2e"))
     started = time.monotonic()
-    run(["bash", str(HERE / "build-images.sh"), deployment.tag], timeout=1800)
+    run(["bash", str(ROOT / "tests" / "images" / "build-images.sh"), deployment.tag], timeout=1800)
     deployment.timings["image_builds_s"] = time.monotonic() - started
     run(KDOCK + ["delete", "--namespace", NAMESPACE, "--volumes"], check=False)
     deployment.prepare()

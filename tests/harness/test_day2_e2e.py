@@ -107,7 +107,7 @@ def cluster(tmp_path_factory):
     deployment = Deployment(tmp_path_factory.mktemp("day2"))
     started = time.monotonic()
     for tag in (OLD, NEW):
-        run(["bash", str(HERE / "build-images.sh"), tag], timeout=1800)
+        run(["bash", str(ROOT / "tests" / "images" / "build-images.sh"), tag], timeout=1800)
     for name in ("slurm", "slurm-daemon"):
         assert image_id("%s/%s:%s" % (PREFIX, name, NEW)) != image_id("%s/%s:%s" % (PREFIX, name, OLD))
     deployment.timings["images_s"] = time.monotonic() - started

@@ -322,11 +322,11 @@ class Watcher:
         return [state for _when, state in self.seen.get(node, [])]
 
 
-def logged_nodes(cluster: PowerSaveCluster, pattern: str) -> set[str]:
-    """Every node named by the hostlists that `pattern`'s group captures in slurmctld's log."""
-    text = (cluster.log_dir / "slurmctld.log").read_text()
+def called_for(cluster: PowerSaveCluster, command: str) -> set[str]:
+    """Every node slurmctld ran slurm-k8s-power `command` (resume, suspend, ...) for, from the program's
+    log of each call ("<command> INFO called for <hostlist>")."""
     nodes: set[str] = set()
-    for hostlist in re.findall(pattern, text):
+    for hostlist in re.findall(r" %s INFO called for (\S+)" % re.escape(command), power_log(cluster)):
         nodes.update(cluster.run(["scontrol", "show", "hostnames", hostlist]).stdout.split())
     return nodes
 
@@ -448,10 +448,11 @@ def test_job_powers_a_node_up_runs_and_the_node_powers_down(power):
         report("job COMPLETED -> pod deleted", deleted - ended)
         wait_for(lambda: node_state(cluster, node) == "idle~", 30, "%s idle~" % node)
         report("job COMPLETED -> node idle~", time.monotonic() - ended)
-    # slurmctld's own record (DebugFlags=Power) of waking the node for the job and suspending it
-    # afterwards, and the final state; sampled states would only show what the poller caught
-    assert node in logged_nodes(cluster, r"power_save: pid \d+ waking nodes (\S+)")
-    assert node in logged_nodes(cluster, r"power_save: pid \d+ suspending nodes (\S+)")
+    # the record of slurmctld running ResumeProgram for the node and, once idle, SuspendProgram (each
+    # call is logged with the hostlist Slurm passed), and the final state; sampled states would only
+    # show what the poller happened to catch
+    assert node in called_for(cluster, "resume")
+    assert node in called_for(cluster, "suspend")
     assert node_state(cluster, node) == "idle~"
     # the pod is the rendered template, named after the node, owned by the slurmctld StatefulSet
     post = [r for r in fake.calls("POST") if r.body["metadata"]["name"] == node][-1]

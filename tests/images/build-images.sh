@@ -2,7 +2,7 @@
 # Build the images used by the Docker harness, offline (no registry needed):
 #   hpc-slurm-k8s/slurm:TAG         images/slurm, target node (slurmd, login; OpenMPI + PMIx)
 #   hpc-slurm-k8s/slurm-daemon:TAG  images/slurm, target daemon (slurmctld, slurmdbd)
-#   hpc-slurm-k8s/mariadb-test:TAG  tests/harness/images/mariadb (stand-in for the official image)
+#   hpc-slurm-k8s/mariadb-test:TAG  tests/images/mariadb (stand-in for the official image)
 # TAG defaults to galaxy.yml's version (else "dev"). Safe to re-run: layers come from the cache.
 # Environment: IMAGE_PREFIX (hpc-slurm-k8s), BUILD_ARGS (extra `docker build` arguments).
 set -euo pipefail
@@ -45,7 +45,7 @@ mkdir -p "$LOGDIR"
 start=$SECONDS
 build "$PREFIX/slurm:$TAG" "$ROOT/images/slurm" --target node
 build "$PREFIX/slurm-daemon:$TAG" "$ROOT/images/slurm" --target daemon
-build "$PREFIX/mariadb-test:$TAG" "$ROOT/tests/harness/images/mariadb"
+build "$PREFIX/mariadb-test:$TAG" "$ROOT/tests/images/mariadb"
 log "all images built in $((SECONDS - start)) s (logs in $LOGDIR)"
 
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' |

@@ -1,0 +1,95 @@
+"""A Slurm cluster deployed by the collection into one namespace of the local Kubernetes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tests.support.proc import ROOT, playbook, run, wait_for
+
+SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+               "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"]
+
+
+class SlurmOnKube:
+    """site.yml's variables for the API backend, and the ways into the cluster it makes."""
+
+    def __init__(self, kube, workdir: Path, name: str, tag: str, login_port: int, **variables):
+        self.kube, self.workdir, self.tag, self.login_port = kube, workdir, tag, login_port
+        self.namespace = "slurm-%s" % name
+        self.vars_file = workdir / "vars.json"
+        self.key = workdir / "alice_ed25519"
+        self.timings: dict[str, float] = {}
+        if not self.key.exists():
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice@%s" % name, "-f", self.key])
+        self.variables = {
+            "cluster_name": name,
+            "cluster_kubeconfig": str(kube.kubeconfig),
+            "cluster_image_tag": tag,
+            "storage_class": "standard",
+            "storage_home_size": "1Gi",
+            "database_storage_size": "1Gi",
+            "slurmctld_state_size": "1Gi",
+            "database_image": "hpc-slurm-k8s/mariadb-test:%s" % tag,
+            "login_service_type": "NodePort",
+            "login_node_port": login_port,
+            "slurmd_replicas": 2,
+            "slurmd_cpus": 2,
+            # the node has 2 CPUs for everything: the workers share them (Burstable, limit 2)
+            "slurmd_cpu_request": "250m",
+            "slurmd_memory_mib": 1024,
+            "config_users": [{"name": "alice", "uid": 2001,
+                              "authorized_keys": [self.key.with_suffix(".pub").read_text().strip()]}],
+        }
+        self.save(**variables)
+
+    def save(self, **changes):
+        self.variables.update(changes)
+        self.vars_file.write_text(json.dumps(self.variables))
+
+    def playbook(self, name, *extra, check=True, when_output=None, vars_file=None):
+        path = ROOT / "playbooks" / ("%s.yml" % name) if not str(name).endswith(".yml") else Path(name)
+        return playbook(path, vars_file or self.vars_file, *extra, check=check, log_dir=self.workdir,
+                        when_output=when_output, env=self.kube.env)
+
+    def site(self, *extra, check=True):
+        return self.playbook("site", *extra, check=check)
+
+    # --- the ways in ----------------------------------------------------------------------------------
+    def ctld(self, *command, check=True, timeout=120):
+        return self.kube.exec(self.namespace, "slurmctld-0", *command, container="slurmctld", check=check,
+                              timeout=timeout)
+
+    def ssh(self, command, timeout=180, check=True, user="alice", key=None):
+        return run(["ssh", "-i", key or self.key, "-p", self.login_port, *SSH_OPTIONS, "%s@127.0.0.1" % user,
+                    command], timeout=timeout, check=check)
+
+    def nodes(self):
+        """name -> (state, reason) as sinfo shows them."""
+        out = self.ctld("sinfo", "-h", "-N", "-o", "%N|%t|%E", check=False).stdout
+        return dict((n, (s, r)) for n, s, r in (line.split("|") for line in out.splitlines() if line.count("|") == 2))
+
+    def node_states(self):
+        return {name: state for name, (state, _reason) in self.nodes().items()}
+
+    def wait_nodes(self, states, timeout=120):
+        wait_for(lambda: self.node_states() == states, timeout, "nodes %s (last: %s)" % (states, self.node_states()))
+
+    def job_state(self, job):
+        return self.ctld("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()
+
+    def accounted_state(self, job):
+        return self.ctld("sacct", "-n", "-X", "-j", job, "-o", "State", check=False).stdout.split()
+
+    def sbatch(self, *args):
+        return self.ctld("sbatch", "--parsable", *args).stdout.strip().split(";")[0]
+
+    def pods_ready(self):
+        pods = self.kube.pods(self.namespace)
+        return bool(pods) and all(self.kube.is_ready(pod) for pod in pods.values())
+
+    def delete(self):
+        started = time.monotonic()
+        self.kube.delete_namespace(self.namespace)
+        self.timings["namespace_delete_s"] = time.monotonic() - started

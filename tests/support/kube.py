@@ -1,0 +1,110 @@
+"""The local Kubernetes of tests/localkube, for the tests that run the collection on it (tests/k8s,
+molecule, benchmarks): kubectl, exec into pods, image loading, the API server's audit log."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from .proc import ROOT, run, wait_for
+
+sys.path.insert(0, str(ROOT / "tests" / "localkube"))
+import localkube  # noqa: E402  pylint: disable=wrong-import-position
+
+LOCALKUBE = [sys.executable, str(ROOT / "tests" / "localkube" / "localkube.py")]
+BUILD_IMAGES = ROOT / "tests" / "images" / "build-images.sh"
+KUBECONFIG = localkube.KUBECONFIG
+IMAGE_PREFIX = "hpc-slurm-k8s"
+
+
+def images_of(tag):
+    return ["%s/%s:%s" % (IMAGE_PREFIX, name, tag) for name in ("slurm", "slurm-daemon", "mariadb-test")]
+
+
+class Kube:
+    """kubectl and friends against the running local cluster (start it with `localkube.py start`)."""
+
+    def __init__(self):
+        self.bins = localkube.binaries()
+        self.kubeconfig = KUBECONFIG
+        # the kubernetes.core.kubectl connection plugin runs `kubectl` from PATH
+        self.env = dict(os.environ, KUBECONFIG=str(KUBECONFIG),
+                        PATH="%s:%s" % (self.bins["kubectl"].parent, os.environ.get("PATH", "")))
+
+    # --- commands -----------------------------------------------------------------------------------
+    def kubectl(self, *args, check=True, timeout=180, **kwargs):
+        return run([self.bins["kubectl"], *args], env=self.env, check=check, timeout=timeout, **kwargs)
+
+    def get(self, kind, name=None, namespace=None, selector=None, check=True):
+        argv = ["get", kind] + ([name] if name else []) + (["-n", namespace] if namespace else [])
+        argv += (["-l", selector] if selector else []) + ["-o", "json"]
+        proc = self.kubectl(*argv, check=check)
+        if proc.returncode != 0:
+            return None
+        return json.loads(proc.stdout)
+
+    def exec(self, namespace, pod, *command, container=None, check=True, timeout=120, **kwargs):
+        argv = ["exec", "-i", "-n", namespace, pod] + (["-c", container] if container else []) + ["--", *command]
+        return self.kubectl(*argv, check=check, timeout=timeout, **kwargs)
+
+    def pods(self, namespace, selector=None):
+        return {pod["metadata"]["name"]: pod for pod in self.get("pods", namespace=namespace, selector=selector)["items"]}
+
+    @staticmethod
+    def is_ready(pod):
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+    def pod_identity(self, namespace):
+        """name -> (uid, restart count): changes when a pod is replaced or its container restarted."""
+        return {name: (pod["metadata"]["uid"],
+                       sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses", [])))
+                for name, pod in self.pods(namespace).items()}
+
+    def delete_namespace(self, namespace, timeout=300):
+        """Remove a test's namespace, volumes included. Its pods go first without grace: a namespace
+        deletion stops slurmctld and the slurmd pods at once, and each preStop hook would then wait
+        for the slurmctld that is gone (teardown.yml is what stops a cluster in order)."""
+        self.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false",
+                     check=False)
+        self.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=true",
+                     "--timeout=%ds" % timeout, timeout=timeout + 30)
+        # released volumes of the deleted claims are removed by the provisioner (reclaim policy Delete)
+        wait_for(lambda: not [pv for pv in self.get("pv")["items"]
+                              if (pv["spec"].get("claimRef") or {}).get("namespace") == namespace],
+                 120, "the volumes of namespace %s to be deleted" % namespace)
+
+    # --- images ---------------------------------------------------------------------------------------
+    def build_and_load_images(self, tag):
+        """Build the images under `tag` with Docker and copy them into containerd (unchanged ones skip)."""
+        run(["bash", BUILD_IMAGES, tag], timeout=1800)
+        run(LOCALKUBE + ["load-images", *images_of(tag)], timeout=900)
+
+    def image_id(self, ref):
+        """The image ID (config digest) the kubelet reports for `ref` (containerd's name)."""
+        full = ref if ref.count("/") >= 2 else "docker.io/" + ref
+        out = run([self.bins["crictl"], "--runtime-endpoint", "unix://%s" % localkube.CONTAINERD_SOCK,
+                   "inspecti", "-o", "json", full]).stdout
+        return json.loads(out)["status"]["id"]
+
+    # --- audit log ------------------------------------------------------------------------------------
+    @staticmethod
+    def audit_position():
+        return localkube.AUDIT_LOG.stat().st_size
+
+    @staticmethod
+    def writes_since(position, user="kubernetes-admin"):
+        """The write requests `user` made since audit_position() returned `position`."""
+        with open(localkube.AUDIT_LOG, "rb") as log:
+            log.seek(position)
+            events = [json.loads(line) for line in log.read().splitlines() if line.strip()]
+        return [e for e in events if e["user"]["username"] == user and e.get("stage") == "ResponseComplete"]
+
+
+def start_cluster():
+    """localkube.py start (idempotent); a cluster that cannot start fails the tier, it never skips."""
+    proc = run(LOCALKUBE + ["start"], check=False, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError("the local Kubernetes did not start:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-4000:]))
+    return Kube()
