@@ -12,15 +12,23 @@ export ANSIBLE_COLLECTIONS_SCAN_SYS_PATH := false
 export PYTHONDONTWRITEBYTECODE := 1
 PYTEST := python -m pytest -p no:cacheprovider
 
-.PHONY: test deps sanity units lint static integration harness clean
+LOCALKUBE := python3 $(ROOT)/tests/localkube/localkube.py
+# the kubectl that tests/localkube/build.sh built (the kubectl connection plugin runs it from PATH)
+KUBE_BIN = $(shell bash $(ROOT)/tests/localkube/build.sh --print 2>/dev/null | sed -n 's/^kubernetes=//p')
+VERSION := $(shell awk '/^version:/ { print $$2 }' $(ROOT)/galaxy.yml)
 
-## test: every tier, in order of speed (T0 static, T1 unit, T2 real Slurm, T3 Docker harness)
-test: deps sanity units lint static integration harness
+.PHONY: test deps sanity units lint static integration k8s molecule readme up down clean
+
+## test: every tier (T0 static, T1 unit, T2 real Slurm, T3 real Kubernetes, Molecule), then README's
+## own commands (`make up` ... `make down`, which stops the local Kubernetes: last)
+test: deps sanity units lint static integration k8s molecule readme
 	@echo "make test: all tiers passed"
 
-## deps: Debian packages, the venv and the collections we depend on (idempotent)
+## deps: Debian packages, the venv, the collections we depend on, and the local Kubernetes built from
+## its Go modules (tests/localkube/build.sh; cached by version, a second run builds nothing)
 deps:
 	bash tests/ci/bootstrap.sh
+	bash tests/localkube/build.sh
 
 ## sanity: ansible-test sanity on a copy laid out as ansible_collections/hpc/slurm_k8s
 sanity:
@@ -52,10 +60,40 @@ static:
 integration:
 	$(PYTEST) tests/integration -q
 
-## harness: T3, the Docker harness and the cluster it runs from our rendered manifests
-harness:
+## k8s: T3, the collection on a real Kubernetes (tests/localkube, host processes on this machine):
+## site.yml through the API, day-2 playbooks, power saving, render mode, bad input, Azimuth
+k8s:
 	tests/images/start-docker.sh
-	$(PYTEST) tests/harness -q
+	$(LOCALKUBE) start
+	$(PYTEST) tests/k8s -q
+
+## molecule: the scenarios default, upgrade and existing on the same local Kubernetes
+molecule: export MOLECULE_GLOB := molecule/*/molecule.yml
+molecule: export MOLECULE_CLUSTER := localkube
+molecule: export KUBECONFIG := /var/lib/hpc-localkube/admin.kubeconfig
+molecule:
+	tests/images/start-docker.sh
+	$(LOCALKUBE) start
+	PATH=$(KUBE_BIN):$$PATH molecule test -s default
+	PATH=$(KUBE_BIN):$$PATH molecule test -s upgrade
+	# `existing`: the cluster KUBECONFIG names, with the images default's create step loaded
+	PATH=$(KUBE_BIN):$$PATH SLURM_K8S_STORAGE_CLASS=standard SLURM_K8S_CPU_REQUEST=100m \
+	  SLURM_K8S_DATABASE_IMAGE=hpc-slurm-k8s/mariadb-test:$(VERSION) molecule test -s existing
+	# `existing` never deletes: remove its cluster with the collection's teardown
+	PATH=$(KUBE_BIN):$$PATH SLURM_K8S_STORAGE_CLASS=standard ansible-playbook playbooks/teardown.yml \
+	  -e @molecule/vars/existing.yml -e teardown_force=true -e teardown_delete_volumes=true
+
+## readme: the commands README.md shows a newcomer, run as written (make up, ssh, kubectl, make down)
+readme:
+	$(PYTEST) tests/readme -q
+
+## up: a Slurm cluster on this machine in one command: the local Kubernetes, the images, site.yml,
+## a first job (tests/localkube/up.sh; `make down` removes it)
+up: deps
+	bash tests/localkube/up.sh
+
+down:
+	bash tests/localkube/up.sh --down
 
 clean:
 	rm -rf $(BUILD) tests/output

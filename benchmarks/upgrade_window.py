@@ -1,12 +1,11 @@
 """Benchmark: the maintenance window (drain to resume) of upgrade.yml, no-op and image upgrade.
 
-Runs on the Docker harness (tier T3), as root, after `make deps` and with Docker running
-(tests/harness/start-docker.sh); uses the namespace, images and settings of
-tests/harness/test_day2_e2e.py (do not run both at once):
+Runs on the local Kubernetes of tests/localkube (tier T3), as root, after `make deps`; uses the
+namespace, images and settings of tests/k8s/test_day2.py (do not run both at once):
 
     .venv/bin/python benchmarks/upgrade_window.py [--repeat N] [--json results.json]
 
-  deploy   site.yml in render mode onto the harness (2 workers, images tagged day2-old)
+  deploy   site.yml through the Kubernetes API (2 workers, images tagged day2-old)
   noop     upgrade.yml with the same variables: plan (before the drain), drain, verify, resume
   phased   the same no-op upgrade as three runs (upgrade_phase pre, apply, post), as an AWX workflow
            runs it: the apply phase has no plan and runs every role (the window includes the time
@@ -26,16 +25,16 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "harness"))
+sys.path.insert(0, str(ROOT))
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / ".cache" / "collections"))
 
 # pylint: disable=wrong-import-position
-from e2e_support import KDOCK, run  # noqa: E402
-from test_day2_e2e import NAMESPACE, NEW, OLD, WINDOW, Deployment, nodes  # noqa: E402
+from tests.k8s.cluster import SlurmOnKube  # noqa: E402
+from tests.k8s.test_day2 import NAME, NEW, OLD, WINDOW  # noqa: E402
+from tests.support.kube import start_cluster  # noqa: E402
 
 
 def upgrade(deployment, *extra):
@@ -48,17 +47,17 @@ def main():
     parser.add_argument("--repeat", type=int, default=1, help="upgrades of each kind (default 1)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
+    kube = start_cluster()
     for tag in (OLD, NEW):
-        run(["bash", str(ROOT / "tests" / "harness" / "build-images.sh"), tag], timeout=1800)
-    run(KDOCK + ["delete", "--namespace", NAMESPACE, "--volumes"], check=False)
-    deployment = Deployment(Path(tempfile.mkdtemp(prefix="upgrade-window-")))
+        kube.build_and_load_images(tag)
+    deployment = SlurmOnKube(kube, Path(tempfile.mkdtemp(prefix="upgrade-window-")), NAME, OLD, 30042, slurmd_cpus=1)
+    deployment.save(upgrade_backup_dir=str(deployment.workdir / "backups"))
+    kube.delete_namespace(deployment.namespace)
     results = {"noop_window_s": [], "noop_playbook_s": [], "phased_window_s": [], "image_window_s": [],
                "image_playbook_s": []}
     try:
         deployment.playbook("site")
-        deadline = time.monotonic() + 90
-        while [s for s, _r in nodes().values()] != ["idle", "idle"] and time.monotonic() < deadline:
-            time.sleep(1)
+        deployment.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 90)
         for _round in range(args.repeat):
             window, seconds = upgrade(deployment)
             results["noop_window_s"].append(window)
@@ -72,7 +71,7 @@ def main():
                 results["image_window_s"].append(window)
                 results["image_playbook_s"].append(round(seconds, 1))
     finally:
-        run(KDOCK + ["delete", "--namespace", NAMESPACE, "--volumes"], check=False)
+        deployment.delete()
     noop = statistics.median(results["noop_window_s"])
     summary = dict(results, noop_window_median_s=noop,
                    phased_over_planned_noop_window=round(statistics.median(results["phased_window_s"]) / noop, 1),

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install everything `make test` needs on a fresh Debian 12 machine, as root. Idempotent: a second
 # run only checks. Nothing here is needed to USE the collection; see README "Requirements".
-#   - Debian packages: Slurm 22.05 daemons for tier T2, Docker + debootstrap for the T3 harness
+#   - Debian packages: Slurm 22.05 daemons for tier T2; Docker + debootstrap to build the images, and
+#     what the local Kubernetes needs on the host (runc, iptables, ipset, a C compiler for pause)
 #   - a venv (.venv) with the pinned Python tools (tests/ci/requirements.txt + constraints.txt), and
 #     .venv-checkov for checkov (tests/ci/requirements-checkov.txt; its pins clash with ansible-lint's)
-#   - kubernetes.core and community.docker without Galaxy: extracted from the pinned `ansible`
+#   - kubernetes.core without Galaxy: extracted from the pinned `ansible`
 #     wheel on PyPI into .cache/collections
 #   - a pip bootstrap script for ansible-test, which otherwise downloads one from a host we
 #     cannot reach
@@ -14,12 +15,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE="$ROOT/.cache"
 VENV="$ROOT/.venv"
 # The `ansible` community package release whose wheel carries the collections we test against
-# (12.3.0: kubernetes.core 6.2.0, community.docker 4.x).
+# (12.3.0: kubernetes.core 6.2.0).
 ANSIBLE_WHEEL_VERSION=12.3.0
-COLLECTIONS_FROM_WHEEL=(kubernetes/core community/docker)
+COLLECTIONS_FROM_WHEEL=(kubernetes/core)
 APT_PACKAGES=(
   slurmctld slurmd slurm-client slurmdbd munge mariadb-server   # T2: real Slurm 22.05 on the host
-  docker.io debootstrap busybox-static                           # T3: Docker harness, offline base image
+  docker.io debootstrap                                          # images: Docker, offline base image
+  runc iptables ipset iproute2 openssl gcc libc6-dev             # T3: the local Kubernetes (tests/localkube)
   rsync git unzip python3-venv openssh-client
 )
 

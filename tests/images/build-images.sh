@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the images used by the Docker harness, offline (no registry needed):
+# Build the collection's images and the test database image with Docker, offline (no registry needed):
 #   hpc-slurm-k8s/slurm:TAG         images/slurm, target node (slurmd, login; OpenMPI + PMIx)
 #   hpc-slurm-k8s/slurm-daemon:TAG  images/slurm, target daemon (slurmctld, slurmdbd)
 #   hpc-slurm-k8s/mariadb-test:TAG  tests/images/mariadb (stand-in for the official image)
@@ -21,6 +21,9 @@ if [[ -z $TAG ]]; then
 fi
 REVISION=$(git -C "$ROOT" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
 
+# one build at a time (parallel test workers each build their tag): the base image is made once
+exec 9>/run/lock/hpc-slurm-k8s-build-images.lock
+flock 9
 "$HERE/start-docker.sh"
 "$HERE/make-base-image.sh"
 

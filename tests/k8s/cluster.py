@@ -13,7 +13,10 @@ SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/
 
 
 class SlurmOnKube:
-    """site.yml's variables for the API backend, and the ways into the cluster it makes."""
+    """site.yml's variables for the API backend, and the ways into the cluster it makes.
+
+    login_port: each test module has its own NodePort in 30000-30085, the band the API server keeps
+    for ports asked for by number (ports it picks at random, e.g. for Molecule's login, come from above)."""
 
     def __init__(self, kube, workdir: Path, name: str, tag: str, login_port: int, **variables):
         self.kube, self.workdir, self.tag, self.login_port = kube, workdir, tag, login_port
@@ -36,12 +39,19 @@ class SlurmOnKube:
             "login_node_port": login_port,
             "slurmd_replicas": 2,
             "slurmd_cpus": 2,
-            # the node has 2 CPUs for everything: the workers share them (Burstable, limit 2)
-            "slurmd_cpu_request": "250m",
+            # The node has 2 CPUs for every test cluster at once (modules run in parallel): small
+            # requests, the usual limits (Burstable). An idle Slurm cluster uses ~0.05 CPU.
+            "slurmd_cpu_request": "100m",
             "slurmd_memory_mib": 1024,
+            **{"%s_resources" % role: {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+               for role in ("slurmctld", "slurmdbd", "login")},
+            "database_resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
             "config_users": [{"name": "alice", "uid": 2001,
                               "authorized_keys": [self.key.with_suffix(".pub").read_text().strip()]}],
         }
+        if variables.get("cluster_render_dir"):
+            # render mode touches no cluster: the API's settings are refused with it
+            del self.variables["cluster_kubeconfig"]
         self.save(**variables)
 
     def save(self, **changes):

@@ -21,7 +21,7 @@ from tests.k8s.cluster import SlurmOnKube
 from tests.support.proc import ROOT, collection_version, run, wait_for
 
 NAME = "e2e"
-SSH_PORT = 30022
+SSH_PORT = 30032
 PODS = ("mariadb-0", "slurmdbd-0", "slurmctld-0", "slurmd-0", "slurmd-1")
 PROTECTED = ("mariadb-0", "slurmdbd-0", "slurmctld-0")     # and login: PodDisruptionBudgets
 
@@ -68,7 +68,7 @@ def test_second_run_changes_nothing_and_writes_nothing(cluster):
     position = cluster.kube.audit_position()
     _proc, changed, seconds = cluster.site()
     cluster.timings["site_second_run_s"] = seconds
-    writes = cluster.kube.writes_since(position)
+    writes = cluster.kube.writes_since(position, cluster.namespace)
     assert changed == 0
     assert writes == [], ["%s %s" % (w["verb"], w["requestURI"]) for w in writes]
 
@@ -126,8 +126,9 @@ def test_network_policies_are_enforced(cluster):
                         "terminationGracePeriodSeconds": 0}}
         cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(pod))
     try:
-        cluster.kube.kubectl("wait", "--for=condition=Ready", "pod/outsider", "pod/db-client", "-n", cluster.namespace,
-                             "--timeout=120s")
+        wait = cluster.kube.kubectl("wait", "--for=condition=Ready", "pod/outsider", "pod/db-client",
+                                    "-n", cluster.namespace, "--timeout=180s", check=False, timeout=240)
+        assert wait.returncode == 0, cluster.kube.kubectl("get", "events", "-n", cluster.namespace, check=False).stdout[-3000:]
         for host, port in (("mariadb", 3306), ("slurmctld", 6817), ("slurmdbd", 6819)):
             assert connect(cluster, "outsider", host, port) == "ConnectionRefusedError", (host, port)
         # kube-router applies a new pod's rules within its sync; the final state is what counts
@@ -181,7 +182,7 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     assert "12345" in cluster.ctld("scontrol", "show", "config").stdout.split("MaxJobCount")[1].split("\n")[0]
     assert cluster.kube.pod_identity(cluster.namespace) == before, "a pod was replaced or restarted"
     # the only object written is the slurm.conf ConfigMap
-    written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name")) for w in cluster.kube.writes_since(position)}
+    written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name")) for w in cluster.kube.writes_since(position, cluster.namespace)}
     assert written == {("patch", "configmaps", "slurm-config")}, written
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the local Kubernetes the tests run on (tests/kube/README.md), from Go modules only:
+# Build the local Kubernetes the tests run on (tests/localkube/README.md), from Go modules only:
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd,
 #   containerd (+ shim, ctr), crictl, the CNI plugins bridge/host-local/loopback/portmap, CoreDNS,
 #   kube-router (NetworkPolicy), our hostPath provisioner, and the pause program.
@@ -7,8 +7,8 @@
 # outside the checkout ($LOCALKUBE_CACHE, default /var/cache/hpc-slurm-k8s):
 #   <cache>/bin/<component>-<version>/...     a `.built` stamp marks a complete build
 # so a second run builds nothing. Go's module and build caches live under <cache>/go.
-# Usage: tests/kube/build.sh            build what is missing, print where everything is
-#        tests/kube/build.sh --print    only print the paths (exit 1 if something is missing)
+# Usage: tests/localkube/build.sh            build what is missing, print where everything is
+#        tests/localkube/build.sh --print    only print the paths (exit 1 if something is missing)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
@@ -44,7 +44,7 @@ build() {
   local dest
   dest=$(component_dir "$name" "$version")
   if [[ -f $dest/.built ]]; then return; fi
-  $PRINT_ONLY && die "$name $version is not built (run tests/kube/build.sh)"
+  $PRINT_ONLY && die "$name $version is not built (run tests/localkube/build.sh)"
   local start=$SECONDS logfile="$CACHE/logs/build-$name-$version.log"
   mkdir -p "$dest.tmp" "$CACHE/logs"
   log "building $name $version (log: $logfile)"
@@ -117,7 +117,7 @@ simple kube-router "$KUBE_ROUTER_VERSION" github.com/cloudnativelabs/kube-router
   "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" "" \
   kube-router:github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 
-# --- our own hostPath provisioner (tests/kube/provisioner), keyed by its sources -------------------
+# --- our own hostPath provisioner (tests/localkube/provisioner), keyed by its sources -------------------
 prov_key=$(cat "$HERE"/provisioner/go.mod "$HERE"/provisioner/go.sum "$HERE"/provisioner/*.go | sha256sum | cut -c1-12)
 build hostpath-provisioner "$prov_key" "$HERE/provisioner" "" "" \
   hostpath-provisioner:localkube.invalid/hostpath-provisioner
@@ -125,7 +125,7 @@ build hostpath-provisioner "$prov_key" "$HERE/provisioner" "" "" \
 # --- the pause program: Kubernetes' own pause.c, static ---------------------------------------------
 pause_dir=$(component_dir pause "$KUBE_VERSION")
 if [[ ! -f $pause_dir/.built ]]; then
-  $PRINT_ONLY && die "pause $KUBE_VERSION is not built (run tests/kube/build.sh)"
+  $PRINT_ONLY && die "pause $KUBE_VERSION is not built (run tests/localkube/build.sh)"
   command -v gcc >/dev/null || die "gcc is needed to build the pause program"
   kube_mod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   mkdir -p "$pause_dir"

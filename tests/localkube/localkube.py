@@ -4,7 +4,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A real single-node Kubernetes on this machine, every component a host process.
 
-The way upstream's hack/local-up-cluster.sh runs one, with the binaries tests/kube/build.sh makes:
+The way upstream's hack/local-up-cluster.sh runs one, with the binaries tests/localkube/build.sh makes:
 etcd, kube-apiserver (Node,RBAC authorization; NodeRestriction and PodSecurity admission; an audit
 log of every write), kube-controller-manager, kube-scheduler, containerd + runc, kubelet, kube-proxy
 (iptables mode: ClusterIP and NodePort), CoreDNS (Service names), kube-router's NetworkPolicy
@@ -20,13 +20,17 @@ ReadWriteMany included).
 
 Every failure names the component, the reason and the component's log file, and exits 1.
 Paths: state /var/lib/hpc-localkube, logs /var/log/hpc-localkube, sockets/pids /run/hpc-localkube.
-Why each setting is what it is: tests/kube/README.md.
+Why each setting is what it is: tests/localkube/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import fcntl
+import gzip
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -36,6 +40,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import time
@@ -113,7 +118,7 @@ def binaries(required: bool = True) -> dict[str, Path]:
     recognise and stop processes that an earlier build started."""
     proc = subprocess.run(["bash", str(HERE / "build.sh"), "--print"], capture_output=True, text=True, check=False)
     if proc.returncode != 0 and required:
-        raise LocalKubeError("build", proc.stderr.strip() + " (run: make deps, or bash tests/kube/build.sh)")
+        raise LocalKubeError("build", proc.stderr.strip().replace("kube-build: ERROR: ", "") + " (make deps builds it)")
     dirs = collections.defaultdict(str, (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line))
     bins: dict[str, Path] = {}
     for component, names in {
@@ -166,15 +171,31 @@ CERTS = [
 ]
 
 
-def ensure_pki() -> None:
-    """A CA, a service-account key and one certificate per component; made once, kept across restarts."""
+# Bumped when the certificates change shape: a state directory with another version gets new ones.
+PKI_VERSION = "2"
+
+
+def ensure_pki(running: bool) -> None:
+    """A CA, a service-account key and one certificate per component; made once, kept across restarts.
+
+    The CA and leaf certificates carry keyUsage, basicConstraints and key identifiers: Python 3.13's
+    default TLS verification (VERIFY_X509_STRICT, in the pods' python3) refuses a CA without them."""
     PKI.mkdir(parents=True, exist_ok=True)
     os.chmod(PKI, 0o700)
-    ca_key, ca_crt = PKI / "ca.key", PKI / "ca.crt"
+    ca_key, ca_crt, marker = PKI / "ca.key", PKI / "ca.crt", PKI / ".version"
+    if ca_crt.exists() and (marker.read_text().strip() if marker.exists() else "") != PKI_VERSION:
+        if running:
+            raise LocalKubeError("pki", "the certificates in %s are of an older kind: run `localkube.py stop` "
+                                        "and start again (they are made anew)" % PKI)
+        for cert in [c.name for c in CERTS] + ["ca"]:
+            for suffix in (".crt", ".key"):
+                (PKI / (cert + suffix)).unlink(missing_ok=True)
     if not ca_crt.exists():
         run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(ca_key)])
         run(["openssl", "req", "-x509", "-new", "-key", str(ca_key), "-subj", "/CN=hpc-localkube-ca",
-             "-days", "3650", "-out", str(ca_crt)])
+             "-days", "3650", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+             "-addext", "subjectKeyIdentifier=hash", "-out", str(ca_crt)])
     if not (PKI / "service-account.key").exists():
         run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
              "-out", str(PKI / "service-account.key")])
@@ -187,8 +208,9 @@ def ensure_pki() -> None:
         run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)])
         subject = "/CN=%s" % cert.cn + ("/O=%s" % cert.org if cert.org else "")
         csr = run(["openssl", "req", "-new", "-key", str(key), "-subj", subject]).stdout
-        ext = ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
-               "extendedKeyUsage=%s" % ("clientAuth" if cert.client else "serverAuth")]
+        ext = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature",
+               "extendedKeyUsage=%s" % ("clientAuth" if cert.client else "serverAuth"),
+               "subjectKeyIdentifier=hash", "authorityKeyIdentifier=keyid,issuer"]
         if cert.server_names:
             ext.append("subjectAltName=" + ",".join(cert.server_names))
         with tempfile.NamedTemporaryFile("w", suffix=".ext") as extfile:
@@ -196,6 +218,7 @@ def ensure_pki() -> None:
             extfile.flush()
             run(["openssl", "x509", "-req", "-CA", str(ca_crt), "-CAkey", str(ca_key), "-CAcreateserial",
                  "-days", "3650", "-extfile", extfile.name, "-out", str(crt)], input=csr)
+    marker.write_text(PKI_VERSION + "\n")
     for path in PKI.iterdir():
         os.chmod(path, 0o600 if path.suffix == ".key" else 0o644)
 
@@ -317,7 +340,7 @@ def write_configs(bins: dict[str, Path], ver: dict[str, str]) -> None:
         "nodePortAddresses": ["%s/32" % NODE_IP, "127.0.0.1/32"],
         "iptables": {"localhostNodePorts": True, "masqueradeAll": False},
         # leave the host's conntrack table size and timeouts alone
-        "conntrack": {"maxPerCore": 0, "min": 0},
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
         "healthzBindAddress": "127.0.0.1:10256", "metricsBindAddress": "127.0.0.1:10249",
     }, indent=2) + "\n")
 
@@ -671,11 +694,6 @@ def import_pause(bins: dict[str, Path], ver: dict[str, str]) -> None:
 
 def _oci_image_tar(binary: Path, name: str, out: Path) -> None:
     """A one-layer OCI image archive holding /pause, without Docker (docker may not be running)."""
-    import gzip
-    import hashlib
-    import io
-    import tarfile
-
     def blob(data: bytes) -> tuple[str, int]:
         return "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
 
@@ -721,7 +739,7 @@ def cmd_start(_args) -> None:
     comps = components(bins)
     running = {c.name for c in comps if c.pid() is not None}
     ports_in_use_by_others(running)
-    ensure_pki()
+    ensure_pki(running=bool(running))
     write_configs(bins, ver)
     network_up()
     for comp in comps:
@@ -872,7 +890,12 @@ def main(argv: list[str] | None = None) -> None:
     load.set_defaults(func=cmd_load_images)
     args = parser.parse_args(argv)
     try:
-        args.func(args)
+        # one command at a time (parallel test workers all run `start`): the others wait for it
+        RUN.mkdir(parents=True, exist_ok=True)
+        with open(RUN / "lock", "w") as lock:
+            if args.command != "status":
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            args.func(args)
     except LocalKubeError as err:
         print(err.report(), file=sys.stderr)
         sys.exit(1)

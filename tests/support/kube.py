@@ -94,12 +94,15 @@ class Kube:
         return localkube.AUDIT_LOG.stat().st_size
 
     @staticmethod
-    def writes_since(position, user="kubernetes-admin"):
-        """The write requests `user` made since audit_position() returned `position`."""
+    def writes_since(position, namespace, user="kubernetes-admin"):
+        """The write requests `user` made in `namespace` (or to that Namespace object) since
+        audit_position() returned `position` (other tests may write elsewhere meanwhile)."""
         with open(localkube.AUDIT_LOG, "rb") as log:
             log.seek(position)
             events = [json.loads(line) for line in log.read().splitlines() if line.strip()]
-        return [e for e in events if e["user"]["username"] == user and e.get("stage") == "ResponseComplete"]
+        return [e for e in events if e["user"]["username"] == user and e.get("stage") == "ResponseComplete"
+                and (e.get("objectRef", {}).get("namespace") == namespace
+                     or (e.get("objectRef", {}).get("resource"), e.get("objectRef", {}).get("name")) == ("namespaces", namespace))]
 
 
 def start_cluster():

@@ -1,6 +1,6 @@
 // hostpath-provisioner: the dynamic provisioner of the local test cluster's default StorageClass.
 //
-// It runs as a host process on the cluster's only node (tests/kube/localkube.py starts it) and
+// It runs as a host process on the cluster's only node (tests/localkube/localkube.py starts it) and
 // answers claims of StorageClass "standard" with a hostPath PersistentVolume: one directory per
 // volume under -root, created here, removed when the claim goes (reclaimPolicy Delete). Every
 // access mode is allowed, ReadWriteMany included, because a directory on a single node is shared

@@ -1,0 +1,139 @@
+"""Tier T3: a kubeconfig that points nowhere, a context that does not exist, an API server that goes
+away in the middle of a run: each stops site.yml with an error that names the step, and changes
+nothing (before the first write) or nothing more (mid-run); the next run converges."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+
+import pytest
+import yaml
+
+from tests.k8s.cluster import SlurmOnKube
+from tests.support.proc import collection_version
+
+
+class Proxy:
+    """A TCP relay 127.0.0.1:<port> -> the API server, that can be cut (every connection closed)."""
+
+    def __init__(self, target=("127.0.0.1", 6443)):
+        self.target = target
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.cut = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.cut.is_set():
+            try:
+                client, _addr = self.server.accept()
+            except OSError:
+                return
+            if self.cut.is_set():
+                client.close()
+                return
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def stop(self):
+        self.cut.set()
+        self.server.close()
+        for sock in self.sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            except OSError:
+                pass
+
+
+def kubeconfig_to(kube, path, server=None, context=None):
+    config = yaml.safe_load(open(kube.kubeconfig))
+    if server:
+        config["clusters"][0]["cluster"]["server"] = server
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def deployment(kube, tmp_path_factory):
+    tag = "%s-badinput" % collection_version()
+    workdir = tmp_path_factory.mktemp("badinput")
+    deployment = SlurmOnKube(kube, workdir, "badinput", tag, 30072)
+    kube.build_and_load_images(tag)
+    kube.delete_namespace(deployment.namespace)
+    yield deployment
+    if os.environ.get("KEEP_E2E") != "1":
+        deployment.delete()
+
+
+def test_a_kubeconfig_that_points_nowhere_changes_nothing(deployment):
+    kube = deployment.kube
+    position = kube.audit_position()
+    deployment.save(cluster_kubeconfig=kubeconfig_to(kube, deployment.workdir / "nowhere.kubeconfig",
+                                                     server="https://127.0.0.1:1"))
+    proc, _changed, _seconds = deployment.site(check=False)
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert "TASK [hpc.slurm_k8s.cluster : Report that the Kubernetes API cannot be used]" in out, out[-3000:]
+    assert "The Kubernetes API cannot be used (cluster_kubeconfig: '%s'" % deployment.variables["cluster_kubeconfig"] in out
+    assert re.search(r"127\.0\.0\.1.{0,20}\b1\b.*[Cc]onnection refused", out), out[-3000:]
+    assert "Nothing was changed" in out
+    assert kube.writes_since(position, deployment.namespace) == []
+    assert kube.get("namespace", deployment.namespace, check=False) is None
+
+
+def test_a_context_that_does_not_exist_changes_nothing(deployment):
+    kube = deployment.kube
+    position = kube.audit_position()
+    deployment.save(cluster_kubeconfig=str(kube.kubeconfig), cluster_context="no-such-context")
+    proc, _changed, _seconds = deployment.site(check=False)
+    assert proc.returncode != 0
+    assert "cluster_context: 'no-such-context'" in proc.stdout and "no-such-context" in \
+        proc.stdout.split("cluster_context: 'no-such-context'")[1], proc.stdout[-3000:]
+    assert "Nothing was changed" in proc.stdout
+    assert kube.writes_since(position, deployment.namespace) == []
+    deployment.save(cluster_context="")
+
+
+def test_an_api_that_goes_away_mid_run_stops_at_the_step_and_the_next_run_converges(deployment):
+    kube = deployment.kube
+    proxy = Proxy()
+    deployment.save(cluster_kubeconfig=kubeconfig_to(kube, deployment.workdir / "proxy.kubeconfig",
+                                                     server="https://127.0.0.1:%d" % proxy.port))
+    proc, _changed, _seconds = deployment.playbook("site", check=False,
+                                                   when_output=("TASK [Apply slurmctld]", proxy.stop))
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert "slurmctld: '" in out and "' failed:" in out, out[-4000:]
+    assert "run the same playbook again once the cause is fixed" in out
+    # nothing of slurmctld or later was created
+    assert kube.get("statefulset", "slurmctld", deployment.namespace, check=False) is None
+    assert kube.get("statefulset", "slurmd", deployment.namespace, check=False) is None
+    assert kube.get("statefulset", "slurmdbd", deployment.namespace) is not None
+    # the API is back: the same command converges
+    deployment.save(cluster_kubeconfig=str(kube.kubeconfig))
+    _proc, changed, _seconds = deployment.site()
+    assert changed > 0
+    assert deployment.pods_ready()
+    deployment.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 90)

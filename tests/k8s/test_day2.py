@@ -1,0 +1,236 @@
+"""Tier T3: day-2 playbooks (upgrade, scale, teardown) on a real Kubernetes, with real Slurm jobs.
+
+One cluster (namespace slurm-day2, 2 workers) is deployed by site.yml through the API. The tests run
+in order and share it: upgrade refused while a job runs; upgrade waiting for it while a pending job
+keeps its id and runs after; a no-op upgrade that writes nothing to the API; a config-only upgrade
+without any restart; an admin-drained node and an upgrade interrupted after its pre phase, finished
+by an image upgrade that the StatefulSet controllers roll out while a job stays queued; the timed
+image upgrade back; the dump restores; scale down refused / waiting / without ghost node; teardown
+refused while a job runs, keeping the volumes, idempotent, then with teardown_delete_volumes removing
+the claims of the volumeClaimTemplates too. Every Slurm-side step of the playbooks runs in the pods
+through the kubernetes.core.kubectl connection.
+The images get tags of their own (day2-old, day2-new: the same build with another version label,
+so another image id).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import time
+
+import pytest
+
+from tests.k8s.cluster import SlurmOnKube
+from tests.support.proc import wait_for
+
+NAME = "day2"
+OLD, NEW = "day2-old", "day2-new"
+WINDOW = re.compile(r"maintenance window ([0-9.]+) s")
+RELEASE = "/tmp/day2-release"
+
+
+@pytest.fixture(scope="module")
+def cluster(kube, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("day2")
+    deployment = SlurmOnKube(kube, workdir, NAME, OLD, 30042, slurmd_cpus=1,
+                             upgrade_backup_dir=str(workdir / "backups"))
+    deployment.backup_dir = workdir / "backups"
+    started = time.monotonic()
+    for tag in (OLD, NEW):
+        kube.build_and_load_images(tag)
+    for name in ("slurm", "slurm-daemon"):
+        assert kube.image_id("hpc-slurm-k8s/%s:%s" % (name, NEW)) != kube.image_id("hpc-slurm-k8s/%s:%s" % (name, OLD))
+    deployment.timings["images_s"] = time.monotonic() - started
+    kube.delete_namespace(deployment.namespace)
+    _proc, changed, seconds = deployment.site()
+    deployment.timings["site_s"] = seconds
+    assert changed > 0
+    deployment.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 90)
+    yield deployment
+    print("\nday2 timings: %s" % json.dumps({k: round(v, 1) for k, v in deployment.timings.items()}))
+    if os.environ.get("KEEP_E2E") != "1":
+        deployment.delete()
+
+
+def images(cluster):
+    """pod -> the image its (first) container runs, as the kubelet reports it."""
+    return {name: pod["status"]["containerStatuses"][0]["image"]
+            for name, pod in cluster.kube.pods(cluster.namespace).items() if not name.startswith("login-")}
+
+
+def test_upgrade_refused_while_a_job_runs(cluster):
+    # runs until the test releases it (a file in its pod), however long the playbooks take here
+    job = cluster.sbatch("-w", "slurmd-0", "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % RELEASE)
+    wait_for(lambda: cluster.job_state(job) == "RUNNING", 30, "job %s running" % job)
+    before = cluster.nodes()
+    proc, _changed, seconds = cluster.playbook("upgrade", check=False)
+    cluster.timings["upgrade_refused_s"] = seconds
+    assert proc.returncode != 0
+    assert "refused: 1 job(s) active (%s)" % job in proc.stdout and "Nothing was changed" in proc.stdout, proc.stdout[-3000:]
+    assert cluster.nodes() == before and all("drain" not in s for s, _r in before.values())
+    assert cluster.job_state(job) == "RUNNING"
+    assert not list(cluster.backup_dir.glob("*.sql.gz")), "a refused upgrade must not even back up"
+    cluster.running_job = job
+
+
+def test_upgrade_waits_for_the_job_and_keeps_the_pending_one(cluster):
+    running = cluster.running_job
+    pending = cluster.sbatch("-w", "slurmd-0", "-o", "/tmp/day2-%j.out", "--wrap", "hostname")
+    wait_for(lambda: cluster.job_state(pending) == "PENDING", 10, "job %s pending" % pending)
+
+    def release_job():
+        # release the running job only once the upgrade has drained and is waiting for it
+        time.sleep(5)
+        cluster.kube.exec(cluster.namespace, "slurmd-0", "touch", RELEASE, container="slurmd")
+
+    position = cluster.kube.audit_position()
+    proc, _changed, seconds = cluster.playbook(
+        "upgrade", "-e", "upgrade_wait_for_jobs=true", "-e", "upgrade_wait_timeout=300",
+        when_output=("TASK [hpc.slurm_k8s.upgrade : Wait for the active jobs to end", release_job))
+    cluster.timings["upgrade_noop_with_job_wait_s"] = seconds
+    cluster.timings["window_noop_incl_job_wait_s"] = float(WINDOW.search(proc.stdout).group(1))
+    waited = float(re.search(r"no active job \(waited ([0-9.]+) s\)", proc.stdout).group(1))
+    assert waited > 1.5, "the upgrade did not wait for job %s" % running
+    assert cluster.accounted_state(running) == ["COMPLETED"]
+    # nothing changed in Kubernetes: not one write request
+    assert cluster.kube.writes_since(position, cluster.namespace) == []
+    wait_for(lambda: cluster.accounted_state(pending) == ["COMPLETED"], 30, "pending job %s completed" % pending)
+    assert set(s for s, _r in cluster.nodes().values()) == {"idle"}
+
+
+def test_noop_upgrade_window(cluster):
+    before = cluster.kube.pod_identity(cluster.namespace)
+    proc, _changed, seconds = cluster.playbook("upgrade")
+    cluster.timings["upgrade_noop_s"] = seconds
+    cluster.timings["window_noop_s"] = float(WINDOW.search(proc.stdout).group(1))
+    assert "roles to roll out: none (nothing changes)" in proc.stdout
+    assert "resumed slurmd-0, slurmd-1;" in proc.stdout
+    assert set(s for s, _r in cluster.nodes().values()) == {"idle"}
+    assert cluster.kube.pod_identity(cluster.namespace) == before
+    assert not list(cluster.backup_dir.glob("*.sql.gz")), "nothing changed in slurmdbd or the database: no dump"
+
+
+def test_config_only_upgrade_restarts_nothing(cluster):
+    before = cluster.kube.pod_identity(cluster.namespace)
+    cluster.save(config_slurm_conf={"MaxJobCount": 23456})
+    proc, changed, seconds = cluster.playbook("upgrade")
+    cluster.timings["upgrade_config_only_s"] = seconds
+    assert changed > 0 and "Reconfigure Slurm" in proc.stdout and "roles to roll out: config\"" in proc.stdout
+    assert "23456" in cluster.ctld("scontrol", "show", "config").stdout.split("MaxJobCount")[1].split("\n")[0]
+    assert cluster.kube.pod_identity(cluster.namespace) == before, "a pod was replaced or restarted"
+    assert set(s for s, _r in cluster.nodes().values()) == {"idle"}
+
+
+def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id(cluster):
+    cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=drain", "reason=admin: bad DIMM")
+    cluster.playbook("upgrade", "-e", "upgrade_phase=pre")
+    state = cluster.nodes()
+    assert state["slurmd-0"][0] == "drain" and state["slurmd-0"][1] == "hpc.slurm_k8s:upgrade cluster upgrade"
+    assert state["slurmd-1"] == ("drain", "admin: bad DIMM")
+    # submitted while the nodes are drained: it must survive the pod replacements with its id
+    queued = cluster.sbatch("-w", "slurmd-0", "--wrap", "hostname")
+    assert cluster.job_state(queued) == "PENDING"
+    before = cluster.kube.pod_identity(cluster.namespace)
+    # interrupted here; the re-run (now with new images) converges
+    proc, _changed, seconds = cluster.playbook("upgrade", "-e", "cluster_image_tag=%s" % NEW)
+    cluster.timings["upgrade_image_s"] = seconds
+    cluster.timings["window_image_after_interruption_s"] = float(WINDOW.search(proc.stdout).group(1))
+    after = cluster.kube.pod_identity(cluster.namespace)
+    for pod, image in images(cluster).items():
+        if pod == "mariadb-0":
+            continue
+        assert image.endswith(":%s" % NEW), (pod, image)
+        assert after[pod][0] != before[pod][0], "%s was not replaced" % pod
+    state = cluster.nodes()
+    assert state["slurmd-1"] == ("drain", "admin: bad DIMM"), "the admin's drain was lost: %s" % state
+    assert "resumed slurmd-0;" in proc.stdout and "left drained: slurmd-1" in proc.stdout
+    wait_for(lambda: cluster.accounted_state(queued) == ["COMPLETED"], 30, "queued job %s completed" % queued)
+    cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=resume")
+    wait_for(lambda: set(s for s, _r in cluster.nodes().values()) == {"idle"}, 30, "both nodes idle")
+
+
+def test_image_upgrade_window(cluster):
+    # back to the old images: a pure image change, every pod replaced, timed drain -> resume
+    proc, _changed, seconds = cluster.playbook("upgrade")
+    cluster.timings["upgrade_image_back_s"] = seconds
+    cluster.timings["window_image_s"] = float(WINDOW.search(proc.stdout).group(1))
+    assert images(cluster)["slurmd-0"].endswith(":%s" % OLD)
+    assert set(s for s, _r in cluster.nodes().values()) == {"idle"} and sorted(cluster.nodes()) == ["slurmd-0", "slurmd-1"]
+    assert re.search(r"node\(s\) back with Slurm 24\.11", proc.stdout)
+    # as a user on the login node (slurmctld's NetworkPolicy admits only 6817: no srun I/O there)
+    assert sorted(cluster.ssh("srun -N2 hostname").stdout.split()) == ["slurmd-0", "slurmd-1"]   # task order is not defined
+
+
+def test_database_dump_restores(cluster):
+    dumps = sorted(cluster.backup_dir.glob("slurm-day2-slurm_acct_db-*.sql.gz"))
+    # one per image upgrade (slurmdbd changed); none for the no-op and config-only upgrades
+    assert len(dumps) == 2 and all(re.search(r"-\d{8}T\d{6}Z\.sql\.gz$", d.name) for d in dumps)
+    assert oct(dumps[-1].stat().st_mode & 0o777) == "0o600"
+    sql = gzip.decompress(dumps[-1].read_bytes())
+    assert b"Dump completed" in sql[-200:]
+    root = 'MYSQL_PWD="$(cat "$MARIADB_ROOT_PASSWORD_FILE")" mariadb -uroot'
+
+    def maria(sql_command=None, stdin=None, database=""):
+        script = root + (' -N -e "%s"' % sql_command if sql_command else " " + database)
+        return cluster.kube.exec(cluster.namespace, "mariadb-0", "sh", "-c", script, container="mariadb",
+                                 input=stdin).stdout.strip()
+
+    maria("DROP DATABASE IF EXISTS restore_check; CREATE DATABASE restore_check")
+    maria(stdin=sql.decode(), database="restore_check")
+    count = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='%s'"
+    restored, live = maria(count % "restore_check"), maria(count % "slurm_acct_db")
+    assert int(restored) > 10 and restored == live
+    assert int(maria("SELECT COUNT(*) FROM restore_check.day2_job_table")) >= 3
+    maria("DROP DATABASE restore_check")
+
+
+def test_scale_down_refused_then_waits_and_leaves_no_ghost(cluster):
+    job = cluster.sbatch("-w", "slurmd-1", "--wrap", "sleep 15")
+    wait_for(lambda: cluster.job_state(job) == "RUNNING", 30, "job %s running" % job)
+    proc, _changed, _seconds = cluster.playbook("scale", "-e", "slurmd_replicas=1", check=False)
+    assert proc.returncode != 0 and "refused: 1 job(s) active on slurmd-1 (%s)" % job in proc.stdout
+    assert sorted(cluster.nodes()) == ["slurmd-0", "slurmd-1"] and "drain" not in cluster.nodes()["slurmd-1"][0]
+    proc, _changed, seconds = cluster.playbook("scale", "-e", "slurmd_replicas=1", "-e", "scale_wait_for_jobs=true")
+    cluster.timings["scale_down_wait_s"] = seconds
+    assert cluster.accounted_state(job) == ["COMPLETED"]
+    assert sorted(cluster.nodes()) == ["slurmd-0"], "ghost node left: %s" % cluster.nodes()
+    assert cluster.kube.get("pod", "slurmd-1", cluster.namespace, check=False) is None
+    cluster.save(slurmd_replicas=1)
+
+
+def test_teardown_refused_then_keeps_volumes_and_is_idempotent(cluster):
+    job = cluster.sbatch("--wrap", "sleep 30")
+    wait_for(lambda: cluster.job_state(job) == "RUNNING", 30, "job %s running" % job)
+    proc, _changed, _seconds = cluster.playbook("teardown", check=False)
+    assert proc.returncode != 0 and "refused: 1 job(s) active (%s)" % job in proc.stdout
+    assert cluster.job_state(job) == "RUNNING"
+    cluster.ctld("scancel", job)
+    wait_for(lambda: cluster.job_state(job) == "", 30, "job %s gone" % job)
+    proc, changed, seconds = cluster.playbook("teardown")
+    cluster.timings["teardown_s"] = seconds
+    assert changed > 0
+    assert cluster.kube.pods(cluster.namespace) == {}
+    claims = sorted(c["metadata"]["name"] for c in cluster.kube.get("pvc", namespace=cluster.namespace)["items"])
+    assert claims == ["data-mariadb-0", "home", "state-slurmctld-0"], claims
+    secrets = [s["metadata"]["name"] for s in cluster.kube.get("secrets", namespace=cluster.namespace)["items"]]
+    assert secrets == ["slurm-database"], secrets
+    kept_message = re.search(r"kept: ([^(\"]*)", proc.stdout).group(1)
+    assert sorted(kept_message.strip().split(", ")) == sorted(
+        ["Namespace %s" % cluster.namespace, "Secret slurm-database"]
+        + ["PersistentVolumeClaim %s" % claim for claim in claims]), kept_message
+    proc, changed, _seconds = cluster.playbook("teardown")
+    assert changed == 0 and "nothing left to delete" in proc.stdout
+
+
+def test_teardown_with_delete_volumes_removes_the_claims_and_the_namespace(cluster):
+    proc, changed, seconds = cluster.playbook("teardown", "-e", "teardown_delete_volumes=true")
+    cluster.timings["teardown_volumes_s"] = seconds
+    assert changed > 0 and "kept: nothing" in proc.stdout
+    wait_for(lambda: cluster.kube.get("namespace", cluster.namespace, check=False) is None, 180,
+             "namespace %s gone" % cluster.namespace)
+    wait_for(lambda: not [pv for pv in cluster.kube.get("pv")["items"]
+                          if (pv["spec"].get("claimRef") or {}).get("namespace") == cluster.namespace],
+             120, "the volumes of the deleted claims gone")
