@@ -17,11 +17,11 @@ LOCALKUBE := python3 $(ROOT)/tests/localkube/localkube.py
 KUBE_BIN = $(shell bash $(ROOT)/tests/localkube/build.sh --print 2>/dev/null | sed -n 's/^kubernetes=//p')
 VERSION := $(shell awk '/^version:/ { print $$2 }' $(ROOT)/galaxy.yml)
 
-.PHONY: test deps sanity units lint static integration k8s molecule readme up down clean
+.PHONY: test deps sanity units lint static integration localkube e2e k8s molecule readme up down clean
 
-## test: every tier (T0 static, T1 unit, T2 real Slurm, T3 real Kubernetes, Molecule), then README's
-## own commands (`make up` ... `make down`, which stops the local Kubernetes: last)
-test: deps sanity units lint static integration k8s molecule readme
+## test: every tier (T0 static, T1 unit, T2 real Slurm, T3 real Kubernetes and Molecule side by side),
+## then README's own commands (`make up` ... `make down`, which stops the local Kubernetes: last)
+test: deps sanity units lint static integration e2e readme
 	@echo "make test: all tiers passed"
 
 ## deps: Debian packages, the venv, the collections we depend on, and the local Kubernetes built from
@@ -60,20 +60,27 @@ static:
 integration:
 	$(PYTEST) tests/integration -q
 
-## k8s: T3, the collection on a real Kubernetes (tests/localkube, host processes on this machine):
-## site.yml through the API, day-2 playbooks, power saving, render mode, bad input, Azimuth
-k8s:
+## localkube: Docker (it builds the images) and the local Kubernetes (tests/localkube), started if not running
+localkube:
 	tests/images/start-docker.sh
 	$(LOCALKUBE) start
-	$(PYTEST) tests/k8s -q
+
+## e2e: the T3 tests and the Molecule scenarios at once, each cluster in its own namespace (they spend
+## most of their time waiting for pods and jobs; output is printed per target when it ends)
+e2e: localkube
+	$(MAKE) -j2 --output-sync=target k8s molecule
+
+## k8s: T3, the collection on a real Kubernetes (tests/localkube, host processes on this machine):
+## site.yml through the API, day-2 playbooks, power saving, render mode, bad input, Azimuth; three
+## test modules (three Slurm clusters) at a time
+k8s: localkube
+	$(PYTEST) tests/k8s -q -n 3 --dist loadfile
 
 ## molecule: the scenarios default, upgrade and existing on the same local Kubernetes
 molecule: export MOLECULE_GLOB := molecule/*/molecule.yml
 molecule: export MOLECULE_CLUSTER := localkube
 molecule: export KUBECONFIG := /var/lib/hpc-localkube/admin.kubeconfig
-molecule:
-	tests/images/start-docker.sh
-	$(LOCALKUBE) start
+molecule: localkube
 	PATH=$(KUBE_BIN):$$PATH molecule test -s default
 	PATH=$(KUBE_BIN):$$PATH molecule test -s upgrade
 	# `existing`: the cluster KUBECONFIG names, with the images default's create step loaded
