@@ -84,11 +84,11 @@ molecule: localkube
 	PATH=$(KUBE_BIN):$$PATH molecule test -s default
 	PATH=$(KUBE_BIN):$$PATH molecule test -s upgrade
 	# `existing`: the cluster KUBECONFIG names, with the images default's create step loaded
-	PATH=$(KUBE_BIN):$$PATH SLURM_K8S_STORAGE_CLASS=standard SLURM_K8S_CPU_REQUEST=100m \
-	  SLURM_K8S_DATABASE_IMAGE=hpc-slurm-k8s/mariadb-test:$(VERSION) molecule test -s existing
+	# (this machine's settings, as a site's own vars file: StorageClass, database image, small requests)
+	PATH=$(KUBE_BIN):$$PATH SLURM_K8S_VARS=$(ROOT)/molecule/vars/localkube.yml molecule test -s existing
 	# `existing` never deletes: remove its cluster with the collection's teardown
-	PATH=$(KUBE_BIN):$$PATH SLURM_K8S_STORAGE_CLASS=standard ansible-playbook playbooks/teardown.yml \
-	  -e @molecule/vars/existing.yml -e teardown_force=true -e teardown_delete_volumes=true
+	PATH=$(KUBE_BIN):$$PATH MOLECULE_PROJECT_DIRECTORY=$(ROOT) ansible-playbook playbooks/teardown.yml \
+	  -e @molecule/vars/existing.yml -e @molecule/vars/localkube.yml -e teardown_force=true -e teardown_delete_volumes=true
 
 ## readme: the commands README.md shows a newcomer, run as written (make up, ssh, kubectl, make down)
 readme:

@@ -12,6 +12,17 @@ SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/
                "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"]
 
 
+# The node's 2 CPUs serve every test cluster at once (three test modules and a Molecule scenario run
+# side by side) and the scheduler counts requests, not use: small requests, the usual limits
+# (Burstable pods). An idle Slurm cluster uses ~0.05 CPU.
+SMALL_REQUESTS = {
+    "slurmd_cpu_request": "50m",
+    **{"%s_resources" % role: {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+       for role in ("slurmctld", "slurmdbd", "login")},
+    "database_resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+}
+
+
 class SlurmOnKube:
     """site.yml's variables for the API backend, and the ways into the cluster it makes.
 
@@ -39,13 +50,8 @@ class SlurmOnKube:
             "login_node_port": login_port,
             "slurmd_replicas": 2,
             "slurmd_cpus": 2,
-            # The node has 2 CPUs for every test cluster at once (modules run in parallel): small
-            # requests, the usual limits (Burstable). An idle Slurm cluster uses ~0.05 CPU.
-            "slurmd_cpu_request": "100m",
             "slurmd_memory_mib": 1024,
-            **{"%s_resources" % role: {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
-               for role in ("slurmctld", "slurmdbd", "login")},
-            "database_resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+            **SMALL_REQUESTS,
             "config_users": [{"name": "alice", "uid": 2001,
                               "authorized_keys": [self.key.with_suffix(".pub").read_text().strip()]}],
         }

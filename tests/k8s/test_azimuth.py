@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from tests.k8s.cluster import SSH_OPTIONS
+from tests.k8s.cluster import SMALL_REQUESTS, SSH_OPTIONS
 from tests.support.proc import ROOT, collection_version, playbook, run, wait_for
 
 CLUSTER_ID = "azt-e2e"
@@ -48,7 +48,7 @@ class Platform:
             "slurmd_replicas": 2, "slurmd_cpus": 1, "slurmd_memory_mib": 512, "storage_home_size": "1Gi",
             # the cluster type's extraVars of this site
             "cluster_kubeconfig": str(self.kube.kubeconfig),
-            "storage_class": "standard", "cluster_image_tag": self.tag, "slurmd_cpu_request": "250m",
+            "storage_class": "standard", "cluster_image_tag": self.tag, **SMALL_REQUESTS,
             "database_image": "hpc-slurm-k8s/mariadb-test:%s" % self.tag,
             "database_storage_size": "1Gi", "slurmctld_state_size": "1Gi",
             "login_service_type": "NodePort", "login_node_port": SSH_PORT, "platform_login_host": "127.0.0.1",

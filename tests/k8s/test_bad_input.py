@@ -1,6 +1,7 @@
 """Tier T3: a kubeconfig that points nowhere, a context that does not exist, an API server that goes
 away in the middle of a run: each stops site.yml with an error that names the step, and changes
-nothing (before the first write) or nothing more (mid-run); the next run converges."""
+nothing (before the first write) or nothing more (mid-run); the next run converges. Workers that no
+node can hold: the error names the step and gives the scheduler's reason."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import threading
 import pytest
 import yaml
 
-from tests.k8s.cluster import SlurmOnKube
+from tests.k8s.cluster import SMALL_REQUESTS, SlurmOnKube
 from tests.support.proc import collection_version
 
 
@@ -137,3 +138,21 @@ def test_an_api_that_goes_away_mid_run_stops_at_the_step_and_the_next_run_conver
     assert changed > 0
     assert deployment.pods_ready()
     deployment.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 90)
+
+
+def test_workers_no_node_can_hold_fail_with_the_schedulers_reason(deployment):
+    # the default request is slurmd_cpus (2 here): with the cluster's other pods, more than the node's 2 CPUs
+    deployment.save(slurmd_cpu_request="", cluster_wait_timeout=20)
+    proc, _changed, _seconds = deployment.site(check=False)
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert "slurmd: 'Apply resources (Kubernetes API)' failed:" in out, out[-4000:]
+    assert re.search(r"Pods of the cluster that are not ready: .*slurmd-[01] \(not scheduled: 0/1 nodes are "
+                     r"available: 1 Insufficient cpu", out), out[-4000:]
+    assert "kubectl -n %s describe pod NAME" % deployment.namespace in out
+    # the next run with requests that fit converges
+    deployment.save(slurmd_cpu_request=SMALL_REQUESTS["slurmd_cpu_request"], cluster_wait_timeout=600)
+    _proc, changed, _seconds = deployment.site()
+    assert changed > 0
+    assert deployment.pods_ready()
+    deployment.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 120)

@@ -32,7 +32,7 @@ def cluster(kube, tmp_path_factory):
     deployment = SlurmOnKube(kube, tmp_path_factory.mktemp("power"), NAME, tag, 30052, slurmd_replicas=1,
                              slurmd_cpus=1, powersave_groups=[{
                                  "name": "burst", "count": 2, "cpus": 1, "memory_mib": 512,
-                                 "cpu_request": "100m", "suspend_time": SUSPEND_TIME, "suspend_timeout": 30,
+                                 "cpu_request": "50m", "suspend_time": SUSPEND_TIME, "suspend_timeout": 30,
                                  "resume_timeout": 120}])
     kube.build_and_load_images(tag)
     kube.delete_namespace(deployment.namespace)

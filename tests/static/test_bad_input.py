@@ -29,6 +29,11 @@ CASES = [
     ("host-network-not-bool", {"slurmd_host_network": "maybe"}, "slurmd_host_network"),
     ("munge-key-too-short", {"secrets_munge_key_length": 8}, "secrets_munge_key_length"),
     ("powersave-group-count-zero", {"powersave_groups": [{"name": "burst", "count": 0}]}, "powersave_groups"),
+    # each check of a group stands alone (a memory check once ran inside the cpu_request one and was skipped)
+    ("powersave-group-memory-too-small", {"powersave_groups": [{"name": "burst", "count": 1, "memory_mib": 128}]},
+     "powersave_groups"),
+    ("powersave-cpu-request-above-cpus",
+     {"powersave_groups": [{"name": "burst", "count": 1, "cpus": 1, "cpu_request": "1500m"}]}, "powersave_groups"),
     # Nodes=ALL would put the burst nodes in the default partition too
     ("powersave-partition-all", {"powersave_groups": [{"name": "burst", "count": 2}],
                                  "config_partitions": [{"PartitionName": "compute", "Nodes": "ALL", "Default": True}]},

@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+# Copyright: hpc.slurm_k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The reasons a failed rollout reports for its pods, from pod statuses shaped as the API server
+returns them (the Insufficient cpu case is the one make test met on a 2-CPU node)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.hpc.slurm_k8s.plugins.filter.k8s_pods import k8s_pod_problems
+
+
+def pod(name, conditions=(), containers=(), init=(), phase="Pending", deleting=False):
+    meta = {"name": name, "namespace": "slurm"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T11:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase, "conditions": list(conditions),
+                                         "containerStatuses": list(containers), "initContainerStatuses": list(init)}}
+
+
+def condition(kind, status, message=None, reason=None):
+    return dict({"type": kind, "status": status}, **{k: v for k, v in (("message", message), ("reason", reason)) if v})
+
+
+READY = [condition("PodScheduled", "True"), condition("Ready", "True")]
+SCHEDULED = [condition("PodScheduled", "True"), condition("Ready", "False", reason="ContainersNotReady")]
+
+
+@pytest.mark.parametrize("pods,expected", [
+    ([], []),
+    (None, []),
+    ([pod("slurmctld-0", READY, phase="Running")], []),
+    ([pod("slurmd-1", [condition("PodScheduled", "False", reason="Unschedulable",
+                                 message="0/1 nodes are available: 1 Insufficient cpu.")])],
+     ["slurmd-1 (not scheduled: 0/1 nodes are available: 1 Insufficient cpu.)"]),
+    ([pod("login-7d9", SCHEDULED, [{"name": "login", "ready": False,
+                                    "state": {"waiting": {"reason": "ErrImageNeverPull",
+                                                          "message": "image \"x:1\" is not present"}}}])],
+     ["login-7d9 (container login waiting: ErrImageNeverPull image \"x:1\" is not present)"]),
+    ([pod("slurmdbd-0", SCHEDULED, [{"name": "slurmdbd", "ready": False, "restartCount": 4,
+                                     "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}], phase="Running")],
+     ["slurmdbd-0 (container slurmdbd exited 1 (Error))"]),
+    ([pod("slurmd-0", SCHEDULED, [{"name": "slurmd", "ready": False, "restartCount": 0, "state": {"running": {}}}],
+          init=[{"name": "setup", "ready": False, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+          phase="Running")],
+     ["slurmd-0 (container slurmd running, not ready (restarts: 0))"]),
+    ([pod("mariadb-0", SCHEDULED, init=[{"name": "setup", "state": {"terminated": {"exitCode": 2}}}])],
+     ["mariadb-0 (container setup exited 2 (no reason given))"]),
+    ([pod("slurmd-1", READY, phase="Running", deleting=True), pod("slurmd-0", SCHEDULED, phase="Running",
+                                                                  deleting=True)],
+     ["slurmd-0 (being deleted)"]),
+    # a pod the kubelet has not reported on yet; sorted by name
+    ([pod("b", []), pod("a", [condition("PodScheduled", "True")])], ["a (Pending)", "b (Pending)"]),
+])
+def test_pod_problems(pods, expected):
+    assert k8s_pod_problems(pods) == expected
+
+
+def test_not_a_list_is_an_error():
+    with pytest.raises(AnsibleFilterError, match="expects a list of pods"):
+        k8s_pod_problems({"kind": "Pod"})
