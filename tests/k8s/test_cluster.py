@@ -138,10 +138,7 @@ def test_network_policies_are_enforced(cluster):
 
 
 def test_a_deleted_slurmd_pod_comes_back_as_its_node(cluster):
-    uid = cluster.kube.get("pod", "slurmd-1", cluster.namespace)["metadata"]["uid"]
-    cluster.kube.kubectl("delete", "pod", "slurmd-1", "-n", cluster.namespace, "--wait=true", "--timeout=180s")
-    wait_for(lambda: (cluster.kube.get("pod", "slurmd-1", cluster.namespace, check=False) or {}).get(
-        "metadata", {}).get("uid", uid) != uid, 60, "the StatefulSet to recreate slurmd-1")
+    cluster.kube.replace_pod(cluster.namespace, "slurmd-1")
     cluster.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 120)
     assert cluster.ssh("srun -w slurmd-1 hostname").stdout.strip() == "slurmd-1"
 
@@ -149,8 +146,7 @@ def test_a_deleted_slurmd_pod_comes_back_as_its_node(cluster):
 def test_a_recreated_slurmctld_pod_keeps_pending_jobs_and_node_state(cluster):
     held = cluster.ssh("sbatch --parsable --hold --wrap 'true'").stdout.strip()
     cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=drain", "reason=e2e restart check")
-    cluster.kube.kubectl("delete", "pod", "slurmctld-0", "-n", cluster.namespace, "--wait=true", "--timeout=120s")
-    cluster.kube.kubectl("wait", "--for=condition=Ready", "pod/slurmctld-0", "-n", cluster.namespace, "--timeout=180s")
+    cluster.kube.replace_pod(cluster.namespace, "slurmctld-0")
     wait_for(lambda: "UP" in cluster.ctld("scontrol", "ping", check=False).stdout, 90, "slurmctld back")
     state = cluster.ctld("squeue", "-h", "-j", held, "-o", "%T %r").stdout.split()
     assert state[0] == "PENDING" and "Held" in state[1], state

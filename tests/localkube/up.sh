@@ -3,7 +3,8 @@
 # Kubernetes of tests/localkube, the collection's images, playbooks/site.yml through the Kubernetes API,
 # and a first job submitted over SSH as user alice. `make down` (this script with --down) runs
 # playbooks/teardown.yml (volumes included) and stops the local Kubernetes.
-# Everything it makes lives under /var/lib/hpc-localkube/demo: the variables, alice's SSH key.
+# Everything it makes lives under /var/lib/hpc-localkube/demo: the variables, alice's SSH key, the
+# login pod's host keys (known_hosts) and an ssh config for them (`ssh -F .../ssh_config demo`).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -49,8 +50,12 @@ demo, port, version = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     # no registry here: the stand-in for the official MariaDB image, built by tests/images/build-images.sh
     "database_image": "hpc-slurm-k8s/mariadb-test:%s" % version,
     "login_service_type": "NodePort", "login_node_port": port,
-    # two workers and the daemons share this machine's CPUs
-    "slurmd_replicas": 2, "slurmd_cpus": 1, "slurmd_cpu_request": "250m", "slurmd_memory_mib": 1024,
+    # two workers and the daemons share this machine's CPUs, and `make test` runs its clusters beside
+    # this one: small CPU requests (the scheduler counts requests, not use), the usual limits
+    "slurmd_replicas": 2, "slurmd_cpus": 1, "slurmd_cpu_request": "100m", "slurmd_memory_mib": 1024,
+    **{"%s_resources" % role: {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+       for role in ("slurmctld", "slurmdbd", "login")},
+    "database_resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
     "config_users": [{"name": "alice", "uid": 2001,
                       "authorized_keys": [(demo / "alice_ed25519.pub").read_text().strip()]}],
 }, indent=2) + "\n")
@@ -58,9 +63,26 @@ PY
 log "deploying Slurm (playbooks/site.yml, log: $DEMO/site.log)"
 ansible-playbook "$ROOT/playbooks/site.yml" -e "@$DEMO/vars.json" >"$DEMO/site.log" 2>&1 ||
   { tail -n 30 "$DEMO/site.log" >&2; die "site.yml failed; see $DEMO/site.log"; }
-ssh_alice=(ssh -i "$DEMO/alice_ed25519" -p "$PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
-           -o LogLevel=ERROR -o BatchMode=yes alice@127.0.0.1)
+# The login pod's host keys, read once here (a new cluster has new keys: a known_hosts of its own, so
+# that an earlier demo's entry never makes ssh refuse), and an ssh config that uses them: host "demo".
+for _ in 1 2 3 4 5; do
+  ssh-keyscan -p "$PORT" 127.0.0.1 >"$DEMO/known_hosts" 2>/dev/null && [[ -s $DEMO/known_hosts ]] && break
+  sleep 2
+done
+[[ -s $DEMO/known_hosts ]] || die "no SSH host key from the login Service on 127.0.0.1:$PORT; see $DEMO/site.log"
+cat >"$DEMO/ssh_config" <<EOF
+Host demo
+  HostName 127.0.0.1
+  Port $PORT
+  User alice
+  IdentityFile $DEMO/alice_ed25519
+  IdentitiesOnly yes
+  UserKnownHostsFile $DEMO/known_hosts
+  StrictHostKeyChecking yes
+  LogLevel ERROR
+EOF
+ssh_alice=(ssh -F "$DEMO/ssh_config" demo)
 log "first job: sbatch --wait as alice over SSH"
-"${ssh_alice[@]}" "srun -N2 hostname && sbatch --wait -o first-job.out --wrap 'echo hello from \$(hostname) as \$(id -un)' >/dev/null && cat first-job.out"
+ssh -F "$DEMO/ssh_config" -o BatchMode=yes demo "srun -N2 hostname && sbatch --wait -o first-job.out --wrap 'echo hello from \$(hostname) as \$(id -un)' >/dev/null && cat first-job.out"
 log "Slurm cluster 'demo' up in $((SECONDS - start)) s. Log in with:"
 printf '  %s\n' "${ssh_alice[*]}" "export KUBECONFIG=$KUBECONFIG PATH=$KUBE_BIN:\$PATH; kubectl -n slurm-demo get pods" "make down   # remove it again" >&2

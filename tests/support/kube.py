@@ -55,6 +55,20 @@ class Kube:
     def is_ready(pod):
         return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
 
+    def replace_pod(self, namespace, name, timeout=240):
+        """Delete a controller's pod and wait for its successor (same name, another uid) to be Ready.
+
+        `kubectl delete --wait` returns once the old pod is gone, before the controller has created
+        the new one: waiting on the name right away can find no pod at all."""
+        uid = self.get("pod", name, namespace)["metadata"]["uid"]
+        self.kubectl("delete", "pod", name, "-n", namespace, "--wait=true", "--timeout=%ds" % timeout,
+                     timeout=timeout + 30)
+
+        def successor_ready():
+            pod = self.get("pod", name, namespace, check=False) or {}
+            return pod.get("metadata", {}).get("uid", uid) != uid and self.is_ready(pod)
+        wait_for(successor_ready, timeout, "the controller's new pod %s/%s to be Ready" % (namespace, name))
+
     def pod_identity(self, namespace):
         """name -> (uid, restart count): changes when a pod is replaced or its container restarted."""
         return {name: (pod["metadata"]["uid"],
