@@ -28,9 +28,12 @@ class Kube:
     def __init__(self):
         self.bins = localkube.binaries()
         self.kubeconfig = KUBECONFIG
-        # the kubernetes.core.kubectl connection plugin runs `kubectl` from PATH
+        # the kubernetes.core.kubectl connection plugin runs `kubectl` from PATH; ansible-playbook and
+        # the collections are the checkout's (make deps), also when a benchmark is started by hand
         self.env = dict(os.environ, KUBECONFIG=str(KUBECONFIG),
-                        PATH="%s:%s" % (self.bins["kubectl"].parent, os.environ.get("PATH", "")))
+                        PATH="%s:%s:%s" % (self.bins["kubectl"].parent, ROOT / ".venv" / "bin", os.environ.get("PATH", "")))
+        self.env.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / ".cache" / "collections"))
+        self.env.setdefault("ANSIBLE_COLLECTIONS_SCAN_SYS_PATH", "false")
 
     # --- commands -----------------------------------------------------------------------------------
     def kubectl(self, *args, check=True, timeout=180, **kwargs):
