@@ -166,7 +166,13 @@ def k8s_unready(definitions, live_objects, applied=None):
             and _key(definition) not in skip and not _ready(live_by_key.get(_key(definition)) or {})]
 
 
+def k8s_outside(definitions, namespaces):
+    """The definitions that are not in one of `namespaces` (cluster-scoped ones included)."""
+    return [definition for definition in definitions
+            if ((definition.get("metadata") or {}).get("namespace") or None) not in set(namespaces)]
+
+
 class FilterModule(object):
     def filters(self):
         return {"k8s_stamp": k8s_stamp, "k8s_outdated": k8s_outdated, "k8s_reads": k8s_reads,
-                "k8s_unready": k8s_unready}
+                "k8s_unready": k8s_unready, "k8s_outside": k8s_outside}

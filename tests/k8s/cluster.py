@@ -64,10 +64,10 @@ class SlurmOnKube:
         self.variables.update(changes)
         self.vars_file.write_text(json.dumps(self.variables))
 
-    def playbook(self, name, *extra, check=True, when_output=None, vars_file=None):
+    def playbook(self, name, *extra, check=True, when_output=None, vars_file=None, env=None):
         path = ROOT / "playbooks" / ("%s.yml" % name) if not str(name).endswith(".yml") else Path(name)
         return playbook(path, vars_file or self.vars_file, *extra, check=check, log_dir=self.workdir,
-                        when_output=when_output, env=self.kube.env)
+                        when_output=when_output, env=dict(self.kube.env, **(env or {})))
 
     def site(self, *extra, check=True):
         return self.playbook("site", *extra, check=check)

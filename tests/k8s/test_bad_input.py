@@ -1,7 +1,9 @@
 """Tier T3: a kubeconfig that points nowhere, a context that does not exist, an API server that goes
 away in the middle of a run: each stops site.yml with an error that names the step, and changes
 nothing (before the first write) or nothing more (mid-run); the next run converges. Workers that no
-node can hold: the error names the step and gives the scheduler's reason."""
+node can hold: the error names the step and gives the scheduler's reason. Through the API: another
+instance in the namespace is refused, a deployed instance's missing Secret is not silently generated
+again, and no run (check mode included) leaves key material in the controller's temp directory."""
 
 from __future__ import annotations
 
@@ -66,6 +68,13 @@ class Proxy:
                 sock.close()
             except OSError:
                 pass
+
+
+def key_material(tmpdir):
+    """What a run left in its TMPDIR that holds SSH keys: the scratch directories of the secrets role, or any
+    private key (the kubernetes client's discovery cache, k8srcp-*.json, is no key and stays)."""
+    return [str(path) for path in tmpdir.rglob("*") if path.name.endswith(".slurm-k8s-ssh")
+            or (path.is_file() and b"PRIVATE KEY" in path.read_bytes())]
 
 
 def kubeconfig_to(kube, path, server=None, context=None):
@@ -156,3 +165,53 @@ def test_workers_no_node_can_hold_fail_with_the_schedulers_reason(deployment):
     assert changed > 0
     assert deployment.pods_ready()
     deployment.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 120)
+
+
+def test_another_instance_in_the_namespace_is_refused_and_nothing_is_written(deployment):
+    kube = deployment.kube
+    position = kube.audit_position()
+    other = deployment.workdir / "other.json"
+    other.write_text(json.dumps(dict(deployment.variables, cluster_name="other", cluster_namespace=deployment.namespace)))
+    proc, _changed, _seconds = deployment.playbook("site", check=False, vars_file=other)
+    assert proc.returncode != 0
+    assert "Namespace %s belongs to the instance 'badinput' of hpc.slurm_k8s" % deployment.namespace in proc.stdout, \
+        proc.stdout[-3000:]
+    assert "this run is for the instance 'other' (cluster_name)" in proc.stdout
+    assert kube.writes_since(position, deployment.namespace) == []
+
+
+def test_check_mode_of_a_new_instance_leaves_no_key_material_behind(deployment, tmp_path):
+    kube = deployment.kube
+    position = kube.audit_position()
+    fresh = deployment.workdir / "fresh.json"
+    fresh.write_text(json.dumps(dict(deployment.variables, cluster_name="fresh")))
+    proc, changed, _seconds = deployment.playbook("site", "--check", vars_file=fresh, env={"TMPDIR": str(tmp_path)})
+    assert changed > 0   # what a first deploy would create, shown without creating it
+    assert "TASK [hpc.slurm_k8s.secrets : Generate SSH host keys]" in proc.stdout
+    assert key_material(tmp_path) == []
+    assert kube.writes_since(position, "slurm-fresh") == []
+
+
+def test_a_missing_secret_of_the_deployed_instance_is_refused_and_restored(deployment, tmp_path):
+    kube = deployment.kube
+    secret = kube.get("secret", "ssh-host-keys", deployment.namespace)
+    saved = deployment.workdir / "ssh-host-keys.json"
+    # as a backup keeps it (kubectl get -o yaml): data, labels and annotations (the collection's digest among them)
+    saved.write_text(json.dumps({"apiVersion": "v1", "kind": "Secret", "type": secret["type"], "data": secret["data"],
+                                 "metadata": {key: secret["metadata"][key] for key in ("name", "labels", "annotations")}}))
+    login = kube.pods(deployment.namespace, selector="app.kubernetes.io/name=login")
+    kube.kubectl("-n", deployment.namespace, "delete", "secret", "ssh-host-keys")
+    position = kube.audit_position()
+    proc, _changed, _seconds = deployment.playbook("site", check=False, env={"TMPDIR": str(tmp_path)})
+    assert proc.returncode != 0
+    assert "The Secret(s) ssh-host-keys are missing, but instance 'badinput' is deployed in namespace %s" \
+        % deployment.namespace in proc.stdout, proc.stdout[-3000:]
+    assert 'secrets_regenerate (["ssh"])' in proc.stdout
+    assert kube.writes_since(position, deployment.namespace) == []
+    assert key_material(tmp_path) == []
+    # restored from the copy, the next run changes nothing: the login pod keeps its host keys
+    kube.kubectl("-n", deployment.namespace, "create", "-f", str(saved))
+    _proc, changed, _seconds = deployment.site()
+    assert changed == 0
+    assert {pod["metadata"]["uid"] for pod in kube.pods(deployment.namespace, selector="app.kubernetes.io/name=login").values()} \
+        == {pod["metadata"]["uid"] for pod in login.values()}

@@ -105,12 +105,12 @@ def _power_program():
     return module
 
 
-def playbook(name, render_dir, variables, extra=(), verbose=False):
+def playbook(name, render_dir, variables, extra=(), verbose=False, env=None):
     """Run site.yml in render mode with `variables` (a dict, passed as a JSON file)."""
     vars_file = Path(str(render_dir) + ".vars.json")
     vars_file.write_text(json.dumps(dict(variables, cluster_render_dir=str(render_dir))))
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="1",
-               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false", ANSIBLE_RETRY_FILES_ENABLED="0")
+               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false", ANSIBLE_RETRY_FILES_ENABLED="0", **(env or {}))
     argv = ["ansible-playbook", str(SITE), "-e", "@%s" % vars_file, *extra] + (["-vvv"] if verbose else [])
     started = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env, check=False, cwd=str(ROOT))
@@ -140,6 +140,29 @@ class Runs:
         # Last in the queue: they start from the defaults render and wait for it.
         self.futures["restart/slurm-conf"] = self.pool.submit(self._variant, "slurm-conf")
         self.futures["restart/munge-key"] = self.pool.submit(self._variant, "munge-key")
+        for kind in ("munge-key-missing", "database-missing", "other-instance", "adopted"):
+            self.futures["refuse/" + kind] = self.pool.submit(self._variant, kind)
+        for kind in ("render", "check", "failing"):
+            self.futures["keys/" + kind] = self.pool.submit(self._key_run, kind)
+
+    def _key_run(self, kind):
+        """A run that generates SSH host keys with its own TMPDIR (and, failing, an ssh-keygen that fails
+        after writing its key), for test_no_key_material_is_left_behind."""
+        base = self.workdir / "keys" / kind
+        (base / "tmp").mkdir(parents=True)
+        env = {"TMPDIR": str(base / "tmp")}
+        if kind == "failing":
+            fake = base / "bin"
+            fake.mkdir()
+            (fake / "ssh-keygen").write_text(
+                '#!/bin/sh\nwhile [ $# -gt 1 ]; do [ "$1" = -f ] && out=$2; shift; done\n'
+                'printf -- "-----BEGIN OPENSSH PRIVATE KEY-----\\nfake\\n" > "$out"; exit 1\n')
+            (fake / "ssh-keygen").chmod(0o755)
+            env["PATH"] = "%s:%s" % (fake, os.environ["PATH"])
+        run = playbook(kind, base / "render", load_values("defaults"), extra=["--check"] if kind == "check" else [],
+                       env=env)
+        run.tmpdir = base / "tmp"
+        return run
 
     def _variant(self, kind):
         base = self.result("values/defaults").check()
@@ -148,9 +171,20 @@ class Runs:
         variables = load_values("defaults")
         if kind == "slurm-conf":
             variables["config_slurm_conf"] = {"MaxJobCount": 12345}
-        else:
-            # a deleted Secret is generated again on the next run: a new munge key
+        elif kind == "munge-key":
+            # a deleted Secret is generated again on the next run when asked for: a new munge key
             (target / "slurm" / "secret-munge-key.yaml").unlink()
+            variables["secrets_regenerate"] = ["munge"]
+        elif kind == "munge-key-missing":
+            (target / "slurm" / "secret-munge-key.yaml").unlink()
+        elif kind == "database-missing":
+            (target / "slurm" / "secret-slurm-database.yaml").unlink()
+            variables["secrets_regenerate"] = ["munge", "ssh"]
+        elif kind in ("other-instance", "adopted"):
+            # another cluster_name in the namespace of the rendered instance 'slurm'
+            variables.update(cluster_name="other", cluster_namespace="slurm")
+            if kind == "adopted":
+                variables["cluster_adopt_instance"] = "slurm"
         return playbook(kind, target, variables)
 
     def result(self, name) -> Run:
@@ -165,6 +199,7 @@ def runs(tmp_path_factory):
     (workdir / "values").mkdir()
     (workdir / "restart").mkdir()
     (workdir / "bad").mkdir()
+    (workdir / "keys").mkdir()
     sys.path.insert(0, str(HERE))
     all_runs = Runs(workdir, int(os.environ.get("STATIC_JOBS", "3")))
     yield all_runs

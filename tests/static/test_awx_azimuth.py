@@ -37,7 +37,8 @@ RECAP = re.compile(r"localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+
 # What the outputs of the Azimuth entry point may hold: names and addresses, never a secret.
 OUTPUT_KEYS = {"cluster_name", "namespace", "workers", "login_user", "login_port", "login_host", "ssh_command",
                "ood_url"}
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpQ8N0tStatic0nlyNotAR3alKeyAtAll0000000 owner@azimuth"
+# a real public key (the private half was thrown away): the collection checks the key data
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfhvvwmdzMN099xqGQx61HMK9sICrHAiCDVzK+eXmi6 owner@azimuth"
 
 
 class Loader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors

@@ -11,8 +11,9 @@ import re
 import pytest
 
 # (id, variables, the variable the failure message must name). Every run costs ~5 s of CPU:
-# the cases cover each kind of check (argument specs: types and choices; preflight: ranges, names,
-# quantities, hostlists, cross-variable rules) rather than every variable.
+# the cases cover each kind of check (hpc.slurm_k8s.check_inputs: types and choices, ranges, names,
+# quantities, hostlists, file grammars, unknown names; preflight: cross-variable rules) rather than
+# every variable (tests/unit/plugins/plugin_utils/test_inputs.py covers every variable).
 CASES = [
     ("replicas-wrong-type", {"slurmd_replicas": "two"}, "slurmd_replicas"),
     ("replicas-negative", {"slurmd_replicas": -1}, "slurmd_replicas"),
@@ -38,6 +39,28 @@ CASES = [
     ("powersave-partition-all", {"powersave_groups": [{"name": "burst", "count": 2}],
                                  "config_partitions": [{"PartitionName": "compute", "Nodes": "ALL", "Default": True}]},
      "config_partitions"),
+    # line injection into the files we write (issue: hostile and careless input)
+    ("slurm-conf-line-injection", {"config_slurm_conf": {"SlurmctldDebug": "info\nSlurmUser=root\nPrologSlurmctld=/tmp/x"}},
+     "config_slurm_conf['SlurmctldDebug']: must not contain a line break"),
+    ("node-line-injection", {"config_partitions": [{"PartitionName": "compute", "Nodes": "ALL", "Default": True,
+                                                    "MaxTime": "INFINITE AllowAccounts=root"}]},
+     "config_partitions[0]['MaxTime']: must not contain a space"),
+    ("authorized-keys-second-key", {"config_users": [{"name": "alice", "uid": 2000, "authorized_keys": [
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO5Y9dbXOf0Xjwv1kYBWiN6Cz6/MYqPWzPfgN7c8FxQO a\n"
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO5Y9dbXOf0Xjwv1kYBWiN6Cz6/MYqPWzPfgN7c8FxQO mallory"]}]},
+     "config_users[0].authorized_keys[0]: must not contain a line break"),
+    ("users-file-injection", {"config_users": [{"name": "alice", "uid": 2000, "shell": "/bin/bash\nroot:0:0:/bin/sh"}]},
+     "config_users[0].shell"),
+    ("slurmdbd-conf-injection", {"slurmdbd_conf": {"DebugLevel": "info\nStoragePass=x"}},
+     "slurmdbd_conf['DebugLevel']: must not contain a line break"),
+    # values that would break pods later
+    ("wait-timeout-negative", {"slurmd_wait_timeout": -5}, "slurmd_wait_timeout: must be within 1-604800 seconds"),
+    ("replicas-above-max-node-count", {"slurmd_replicas": 5000},
+     "slurmd_replicas: must be at most MaxNodeCount of slurm.conf (1024"),
+    ("storage-class-invalid", {"storage_class": "Fast_SSD"}, "storage_class: must be empty or a DNS-1123 subdomain"),
+    ("several-problems", {"slurmd_replicas": -1, "storage_class": "A B", "slurmd_wait_timeout": 0}, "storage_class"),
+    # silent typos
+    ("variable-typo", {"slurmd_replica": 3}, "slurmd_replica: is not a variable of any hpc.slurm_k8s role (did you mean slurmd_replicas?"),
 ]
 
 
@@ -55,4 +78,15 @@ def test_invalid_variables_fail_before_anything_is_applied(runs, case_id, variab
     message = failure_text(run.output)
     assert variable in message, "the failure does not name %s:\n%s" % (variable, message or run.output[-3000:])
     # failed in the checks, before any role applied anything
-    assert "Check every role before changing anything" in run.output or "Validating arguments" in run.output
+    assert "Check every variable of the collection's roles" in run.output \
+        or "Check every role before changing anything" in run.output
+    # a type error is one line, not the argument spec
+    assert "argument_spec_data" not in run.output
+
+
+def test_every_problem_is_reported_at_once_one_rule_per_line(runs):
+    run = runs.result("bad/several-problems")
+    assert "3 problems with the variables; nothing was changed:" in run.output, run.output[-3000:]
+    lines = re.findall(r"^- (\w+): (.*)$", run.output, re.M)
+    assert sorted(name for name, _rule in lines) == ["slurmd_replicas", "slurmd_wait_timeout", "storage_class"]
+    assert dict(lines)["slurmd_replicas"] == "must be within 0-65533 nodes (got -1)"

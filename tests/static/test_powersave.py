@@ -116,7 +116,8 @@ def test_slurm_conf_config_map_and_slurmctld_pod_fit_together(renders, value_set
         partition = group.get("partition") or group["name"]
         assert any(line.startswith("PartitionName=%s Nodes=%s " % (partition, hostlist)) for line in partitions)
     assert conf_lines(text, "NodeSet") == ["NodeSet=k8s Feature=k8s"]
-    assert partitions[0] == "PartitionName=compute Nodes=k8s Default=YES MaxTime=INFINITE State=UP"
+    # (edge-accepted adds keys of its own after these)
+    assert partitions[0].startswith("PartitionName=compute Nodes=k8s Default=YES MaxTime=INFINITE State=UP")
     assert "Feature=k8s" in slurmd_env(run)["SLURMD_NODE_CONF"].split()
     assert not any("k8s" in re.search(r"Feature=(\S+)", line).group(1).split(",") for line in nodes)
     assert not re.search(r"Nodes=(\S*,)?ALL\b", text)
@@ -189,6 +190,22 @@ def fixture_host_slurm():
     shutil.rmtree(top, ignore_errors=True)
 
 
+# What scontrol must read back for a value set, (command, regex): tests/static/values/edge-accepted.yml holds
+# values at the edges of what hpc.slurm_k8s.check_inputs accepts ('=' and ',' in a value, lists, booleans).
+READ_BACK = {
+    "edge-accepted": [
+        (("show", "config"), r"^SchedulerParameters\s+= bf_interval=30,default_queue_depth=100$"),
+        (("show", "config"), r"^DebugFlags\s+= Backfill,Power$"),
+        (("show", "config"), r"^MaxJobCount\s+= 12345$"),
+        (("show", "partition", "compute"), r"\bDefault=YES\b"),
+        (("show", "partition", "compute"), r"\bExclusiveUser=NO\b"),
+        (("show", "partition", "edge"), r"\bMaxTime=1-00:00:00\b"),
+        (("show", "partition", "edge"), r"\bHidden=NO\b"),
+        (("show", "node", "slurmd-edge-0"), r"\bWeight=10\b"),
+    ],
+}
+
+
 @pytest.mark.parametrize("value_set", POWER_SETS)
 def test_slurm_conf_is_accepted_by_a_real_slurmctld(renders, value_set, host_slurm):
     top, procs = host_slurm
@@ -245,3 +262,6 @@ def test_slurm_conf_is_accepted_by_a_real_slurmctld(renders, value_set, host_slu
         node = scontrol("show", "node", "slurmd-%s-0" % group["name"])
         assert re.search(r"State=IDLE\+CLOUD\+POWERED_DOWN ", node), node
         assert re.search(r"Partitions=%s\s*$" % re.escape(group.get("partition") or group["name"]), node, re.M), node
+    for command, expected in READ_BACK.get(value_set, []):
+        shown = scontrol(*command)
+        assert re.search(expected, shown, re.M), "%s: %s not in\n%s" % (" ".join(command), expected, shown)

@@ -112,11 +112,13 @@ class Kube:
     @staticmethod
     def writes_since(position, namespace, user="kubernetes-admin"):
         """The write requests `user` made in `namespace` (or to that Namespace object) since
-        audit_position() returned `position` (other tests may write elsewhere meanwhile)."""
+        audit_position() returned `position` (other tests may write elsewhere meanwhile). Server-side
+        dry runs (check mode) persist nothing and are not counted."""
         with open(localkube.AUDIT_LOG, "rb") as log:
             log.seek(position)
             events = [json.loads(line) for line in log.read().splitlines() if line.strip()]
         return [e for e in events if e["user"]["username"] == user and e.get("stage") == "ResponseComplete"
+                and "dryRun=" not in e.get("requestURI", "")
                 and (e.get("objectRef", {}).get("namespace") == namespace
                      or (e.get("objectRef", {}).get("resource"), e.get("objectRef", {}).get("name")) == ("namespaces", namespace))]
 

@@ -1,0 +1,65 @@
+"""Secrets and namespaces in render mode: no key material left behind by any run (render, check mode,
+failing), no silent regeneration of a deployed instance's Secrets, and no takeover of another
+instance's namespace (unless adopted on purpose). The same for the Kubernetes API: tests/k8s/test_bad_input.py."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+
+def tree(path):
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("kind", ["render", "check", "failing"])
+def test_no_key_material_is_left_behind(runs, kind):
+    run = runs.result("keys/" + kind)
+    if kind == "failing":
+        assert run.rc != 0 and "Generate SSH host keys" in run.output, run.output[-3000:]
+    else:
+        assert run.rc == 0, run.output[-3000:]
+    left = [str(p) for p in run.tmpdir.rglob("*")]
+    assert left == [], "left in the controller's temp directory: %s" % left
+    if kind == "check":
+        assert not (run.render_dir / "slurm").exists()
+
+
+def test_a_missing_munge_key_of_a_deployed_instance_is_refused(runs, renders):
+    run = runs.result("refuse/munge-key-missing")
+    assert run.rc != 0
+    assert "The Secret(s) munge-key are missing, but instance 'slurm' is deployed" in run.output, run.output[-3000:]
+    assert 'secrets_regenerate (["munge"])' in run.output
+    before = tree(renders["defaults"].render_dir)
+    del before["slurm/secret-munge-key.yaml"]
+    assert tree(run.render_dir) == before, "files changed although the run was refused"
+
+
+def test_missing_database_passwords_of_an_existing_database_are_refused(runs, renders):
+    # secrets_regenerate does not cover them: MariaDB keeps the passwords it was created with
+    run = runs.result("refuse/database-missing")
+    assert run.rc != 0
+    assert "The Secret slurm-database (the database passwords) is missing" in run.output, run.output[-3000:]
+    assert "MariaDB keeps the passwords it was created with" in run.output
+    before = tree(renders["defaults"].render_dir)
+    del before["slurm/secret-slurm-database.yaml"]
+    assert tree(run.render_dir) == before
+
+
+def test_another_instance_in_the_namespace_is_refused_with_both_names(runs, renders):
+    run = runs.result("refuse/other-instance")
+    assert run.rc != 0
+    assert "belongs to the instance 'slurm' of hpc.slurm_k8s" in run.output, run.output[-3000:]
+    assert "this run is for the instance 'other' (cluster_name)" in run.output
+    assert "cluster_adopt_instance" in run.output
+    assert tree(run.render_dir) == tree(renders["defaults"].render_dir)
+
+
+def test_an_adopted_namespace_is_relabelled_and_keeps_its_secrets(runs, renders):
+    run = runs.result("refuse/adopted").check()
+    before = renders["defaults"]
+    assert {doc["metadata"]["labels"]["app.kubernetes.io/instance"] for doc in run.docs().values()} == {"other"}
+    for name in ("munge-key", "slurm-database", "ssh-host-keys"):
+        assert run.get("Secret", name)["data"] == before.get("Secret", name)["data"]
