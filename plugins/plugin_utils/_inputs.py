@@ -160,7 +160,10 @@ OPTIONAL_IMAGE = _one_of(_pattern(r"", ""), IMAGE, description="empty or an imag
 CONTAINER_PATH = _pattern(r"(/[A-Za-z0-9._+@-]+)+/?", "an absolute path of plain characters (letters, digits, '._+@-')", 1024)
 CONTROLLER_PATH = _pattern(r"[^\x00-\x1f\x7f]*", "a path without control characters", 4096)
 ABSOLUTE_OR_EMPTY_PATH = _pattern(r"(/[^\x00-\x1f\x7f]*)?", "empty (Kubernetes API) or an absolute path", 4096)
-HTTPS_URL = _pattern(r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?", "an https URL of a host, e.g. https://kubernetes.default.svc", 255)
+# the program sends a ServiceAccount token: plain http only to the loopback (a local API proxy, the T2 tests)
+API_URL = _pattern(r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?|http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]{1,5})?",
+                   "an https URL of a host, e.g. https://kubernetes.default.svc (http only to 127.0.0.1 or localhost)",
+                   255)
 HOST = _pattern(r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*",
                 "a host name or an IP address", 253)
 OPTIONAL_HOST = _one_of(_pattern(r"", ""), HOST, description="empty or a host name or an IP address")
@@ -569,7 +572,7 @@ RULES = {
     "powersave_image": IMAGE,
     "powersave_termination_grace_period": _GRACE,
     "powersave_wait_timeout": _TIMEOUT,
-    "powersave_api_server": HTTPS_URL,
+    "powersave_api_server": API_URL,
     "powersave_mount_path": CONTAINER_PATH,
     "powersave_token_path": CONTAINER_PATH,
     # Kubernetes accepts 600 s to 2^32 s for a projected service account token

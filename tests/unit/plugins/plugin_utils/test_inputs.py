@@ -128,6 +128,8 @@ def test_the_defaults_of_every_role_pass():
     ({"login_service_annotations": {"bad key!": "x"}}, "login_service_annotations annotation 'bad key!'",
      "label key"),
     ({"database_external_password": "pa ss"}, "database_external_password", "secret and not shown"),
+    # the power program sends a token: plain http only to the loopback
+    ({"powersave_api_server": "http://api.example.org:6443"}, "powersave_api_server", "http only to 127.0.0.1"),
     ({"powersave_groups": [{"name": "b", "count": 1, "node_conf": {"Gres": "gpu:1\nNodeName=evil"}}]},
      "powersave_groups[0].node_conf['Gres']", "line break"),
 ])
@@ -137,6 +139,11 @@ def test_a_hostile_value_fails_with_the_variable_and_the_rule(values, where, rul
     # a secret is never repeated
     if "database_external_password" in values:
         assert all(values["database_external_password"] not in str(p) for p in problems)
+
+
+def test_the_power_program_may_reach_a_local_api_over_http():
+    assert _inputs.check({"powersave_api_server": "http://127.0.0.1:45055"}) == []
+    assert _inputs.check({"powersave_api_server": "https://kubernetes.default.svc"}) == []
 
 
 def test_a_typo_of_a_variable_suggests_the_right_name():
