@@ -30,6 +30,7 @@ NAME = "day2"
 OLD, NEW = "day2-old", "day2-new"
 WINDOW = re.compile(r"maintenance window ([0-9.]+) s")
 RELEASE = "/tmp/day2-release"
+SCALE_RELEASE = "/tmp/day2-release-scale"
 
 
 @pytest.fixture(scope="module")
@@ -188,12 +189,20 @@ def test_database_dump_restores(cluster):
 
 
 def test_scale_down_refused_then_waits_and_leaves_no_ghost(cluster):
-    job = cluster.sbatch("-w", "slurmd-1", "--wrap", "sleep 15")
+    # runs until released (a file in its pod) once the scale-down waits for it: a fixed sleep raced the
+    # playbook's queue read on a loaded machine
+    job = cluster.sbatch("-w", "slurmd-1", "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % SCALE_RELEASE)
     wait_for(lambda: cluster.job_state(job) == "RUNNING", 30, "job %s running" % job)
     proc, _changed, _seconds = cluster.playbook("scale", "-e", "slurmd_replicas=1", check=False)
     assert proc.returncode != 0 and "refused: 1 job(s) active on slurmd-1 (%s)" % job in proc.stdout
     assert sorted(cluster.nodes()) == ["slurmd-0", "slurmd-1"] and "drain" not in cluster.nodes()["slurmd-1"][0]
-    proc, _changed, seconds = cluster.playbook("scale", "-e", "slurmd_replicas=1", "-e", "scale_wait_for_jobs=true")
+
+    def release_job():
+        cluster.kube.exec(cluster.namespace, "slurmd-1", "touch", SCALE_RELEASE, container="slurmd")
+
+    proc, _changed, seconds = cluster.playbook(
+        "scale", "-e", "slurmd_replicas=1", "-e", "scale_wait_for_jobs=true",
+        when_output=("TASK [hpc.slurm_k8s.scale : Wait for the jobs on the nodes to remove", release_job))
     cluster.timings["scale_down_wait_s"] = seconds
     assert cluster.accounted_state(job) == ["COMPLETED"]
     assert sorted(cluster.nodes()) == ["slurmd-0"], "ghost node left: %s" % cluster.nodes()
@@ -202,7 +211,8 @@ def test_scale_down_refused_then_waits_and_leaves_no_ghost(cluster):
 
 
 def test_teardown_refused_then_keeps_volumes_and_is_idempotent(cluster):
-    job = cluster.sbatch("--wrap", "sleep 30")
+    # longer than any teardown run here (it is cancelled below): a 30 s job once ended before the queue was read
+    job = cluster.sbatch("--wrap", "sleep 3600")
     wait_for(lambda: cluster.job_state(job) == "RUNNING", 30, "job %s running" % job)
     proc, _changed, _seconds = cluster.playbook("teardown", check=False)
     assert proc.returncode != 0 and "refused: 1 job(s) active (%s)" % job in proc.stdout
