@@ -114,6 +114,11 @@ def _one_of(*allowed_rules, description):
     return rule
 
 
+def _empty_or(rule, description):
+    """The empty string (the variable's "not set"), or a value that passes ``rule``."""
+    return _one_of(_pattern(r"", ""), rule, description=description)
+
+
 def _any(value):
     """Booleans and values whose choices the argument spec restricts."""
 
@@ -128,8 +133,7 @@ DNS1123_SUBDOMAIN = _pattern(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
                              "a DNS-1123 subdomain (lower-case letters, digits, '-', '.')", 253)
 CLUSTER_NAME = _pattern(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?",
                         "a DNS-1123 label of at most 40 characters starting with a letter")
-OPTIONAL_SUBDOMAIN = _one_of(_pattern(r"", ""), DNS1123_SUBDOMAIN,
-                             description="empty or a DNS-1123 subdomain (a StorageClass or Secret name)")
+OPTIONAL_SUBDOMAIN = _empty_or(DNS1123_SUBDOMAIN, "empty or a DNS-1123 subdomain (a StorageClass or Secret name)")
 _LABEL_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
 LABEL_KEY = _pattern(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?" + _LABEL_NAME,
                      "a Kubernetes label key ([prefix/]name: name at most 63 alphanumerics, '-', '_', '.')", 316)
@@ -156,7 +160,7 @@ IMAGE_REPOSITORY = _pattern(_REPOSITORY, "an image repository without a tag (e.g
 IMAGE_TAG = _pattern(_TAG, "an image tag (letters, digits, '_', '.', '-'; at most 128)")
 IMAGE = _pattern(_REPOSITORY + "(:" + _TAG + ")?(@sha256:[a-f0-9]{64})?",
                  "an image reference such as docker.io/library/mariadb:11.8", 512)
-OPTIONAL_IMAGE = _one_of(_pattern(r"", ""), IMAGE, description="empty or an image reference")
+OPTIONAL_IMAGE = _empty_or(IMAGE, "empty or an image reference")
 CONTAINER_PATH = _pattern(r"(/[A-Za-z0-9._+@-]+)+/?", "an absolute path of plain characters (letters, digits, '._+@-')", 1024)
 CONTROLLER_PATH = _pattern(r"[^\x00-\x1f\x7f]*", "a path without control characters", 4096)
 ABSOLUTE_OR_EMPTY_PATH = _pattern(r"(/[^\x00-\x1f\x7f]*)?", "empty (Kubernetes API) or an absolute path", 4096)
@@ -166,7 +170,7 @@ API_URL = _pattern(r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?|http://(127\.0\.0\.1|l
                    255)
 HOST = _pattern(r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*",
                 "a host name or an IP address", 253)
-OPTIONAL_HOST = _one_of(_pattern(r"", ""), HOST, description="empty or a host name or an IP address")
+OPTIONAL_HOST = _empty_or(HOST, "empty or a host name or an IP address")
 REASON = _pattern(r" *[!-~][ -~]*", "printable ASCII text (not empty)", 200)
 KUBE_CONTEXT = _pattern(r"[^\x00-\x1f\x7f]*", "a kubeconfig context name", 253)
 SLURM_WORD = _pattern(r"[A-Za-z0-9_.-]+", "a plain word (letters, digits, '_', '.', '-')", 64)
@@ -407,7 +411,7 @@ _SLURMDBD_FORBIDDEN = {key: "comes from the database role (database_*), not slur
                        for key in ("StorageType", "StorageHost", "StoragePort", "StorageUser", "StoragePass",
                                    "StorageLoc")}
 _TOLERATION = record({
-    "key": _one_of(_pattern(r"", ""), LABEL_KEY, description="empty or a label key"),
+    "key": _empty_or(LABEL_KEY, "empty or a label key"),
     "operator": _pattern(r"Exists|Equal", "Exists or Equal"),
     "value": LABEL_VALUE,
     "effect": _pattern(r"(NoSchedule|PreferNoSchedule|NoExecute)?", "NoSchedule, PreferNoSchedule or NoExecute"),
@@ -493,7 +497,7 @@ _GROUP_FIELDS = {
     "features": list_of(SLURM_WORD),
     "node_conf": slurm_conf("a NodeName line of slurm.conf", _BURST_NODE_CONF_FORBIDDEN),
     "extra_resources": dict_of(RESOURCE_NAME, QUANTITY, "resource"),
-    "partition": _one_of(_pattern(r"", ""), SLURM_WORD, description="empty (the group name) or a partition name"),
+    "partition": _empty_or(SLURM_WORD, "empty (the group name) or a partition name"),
     "partition_conf": slurm_conf("a PartitionName line of slurm.conf",
                                  {"PartitionName": "comes from partition", "Nodes": "is the group's nodes"}),
     "suspend_time": _int_range(1, 365 * 86400, " seconds"),
@@ -512,7 +516,7 @@ RULES = {
     "cluster_create_namespace": _any,
     "cluster_pod_security": _any,
     "cluster_labels": dict_of(_cluster_label_key, LABEL_VALUE, "label"),
-    "cluster_adopt_instance": _one_of(_pattern(r"", ""), CLUSTER_NAME, description="empty or an instance name"),
+    "cluster_adopt_instance": _empty_or(CLUSTER_NAME, "empty or an instance name"),
     "cluster_unknown_variables": _any,
     "cluster_render_dir": ABSOLUTE_OR_EMPTY_PATH,
     "cluster_render_command": list_of(_pattern(r"[^\x00\n\r]*", "a command argument", 4096)),
@@ -551,9 +555,9 @@ RULES = {
     "database_external_host": OPTIONAL_HOST,
     "database_external_port": _int_range(1, 65535),
     # written as StoragePass= of slurmdbd.conf
-    "database_external_password": _one_of(_pattern(r"", ""), lambda v: _slurm_string(_string(v), "slurmdbd.conf"),
-                                          description="empty or a slurmdbd.conf value (printable ASCII without "
-                                                      "spaces, '#', quotes or backslashes)"),
+    "database_external_password": _empty_or(lambda v: _slurm_string(_string(v), "slurmdbd.conf"),
+                                            "empty or a slurmdbd.conf value (printable ASCII without "
+                                            "spaces, '#', quotes or backslashes)"),
     "database_external_password_secret": record({"name": DNS1123_SUBDOMAIN, "key": CONFIGMAP_KEY}),
     # login
     "login_image": IMAGE,
