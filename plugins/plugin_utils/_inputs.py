@@ -19,6 +19,13 @@ import re
 import struct
 from dataclasses import dataclass
 
+from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_accounting import (
+    FreshState,
+    collection_input,
+    plan as accounting_plan,
+)
+from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_runner import SlurmInputError
+
 # --- problems -----------------------------------------------------------------------------------
 
 
@@ -417,13 +424,33 @@ _TOLERATION = record({
     "effect": _pattern(r"(NoSchedule|PreferNoSchedule|NoExecute)?", "NoSchedule, PreferNoSchedule or NoExecute"),
     "tolerationSeconds": _int_range(0, 2 ** 31 - 1, " seconds"),
 })
+# Slurm account and QoS names (sacctmgr lower-cases them; the values of their fields are checked by
+# the cross rule _accounting_rules, with the module's own parser)
+ACCOUNTING_NAME = _pattern(r"[A-Za-z0-9_][A-Za-z0-9_.@-]*", "a Slurm account or QoS name (letters, digits, "
+                           "'_', '.', '-', '@')", 64)
+_ADMIN_LEVEL = _pattern(r"(?i)none|operator|administrator", "none, operator or administrator")
+
 _USER = record({
     "name": POSIX_USER,
     "uid": _int_range(1000, 2 ** 31 - 2),
     "gid": _int_range(1000, 2 ** 31 - 2),
     "shell": SHELL,
     "authorized_keys": list_of(authorized_key),
+    "account": _empty_or(ACCOUNTING_NAME, "empty (config_default_account) or a Slurm account name"),
+    "accounts": list_of(ACCOUNTING_NAME),
+    "admin_level": _ADMIN_LEVEL,
 }, required=("name", "uid"))
+_STATE = _pattern(r"present|absent", "present or absent")
+_QOS = record(dict({"name": ACCOUNTING_NAME, "state": _STATE, "preempt": list_of(ACCOUNTING_NAME),
+                    "flags": list_of(SLURM_WORD)},
+                   **dict((name, None) for name in (
+                       "description", "priority", "preempt_mode", "grp_tres", "max_tres_per_user",
+                       "max_tres_per_job", "max_jobs_per_user", "max_submit_jobs_per_user", "max_wall"))),
+              required=("name",))
+_ACCOUNT = record(dict({"name": ACCOUNTING_NAME, "state": _STATE, "parent": ACCOUNTING_NAME,
+                        "qos": list_of(ACCOUNTING_NAME), "default_qos": ACCOUNTING_NAME},
+                       **dict((name, None) for name in ("description", "organization", "fairshare"))),
+                  required=("name",))
 _MANAGED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
                    "app.kubernetes.io/part-of", "app.kubernetes.io/managed-by")
 
@@ -543,6 +570,10 @@ RULES = {
     "config_cgroup_conf": slurm_conf("cgroup.conf"),
     "config_extra_files": _extra_files,
     "config_users": list_of(_USER),
+    "config_qos": list_of(_QOS),
+    "config_accounts": list_of(_ACCOUNT),
+    "config_default_account": ACCOUNTING_NAME,
+    "config_accounting_purge": _any,
     # database
     "database_mode": _any,
     "database_name": DB_IDENTIFIER,
@@ -713,7 +744,7 @@ def _cross_rules(values):
     if isinstance(cpus, int) and isinstance(request, str) and request and _cores(request) is not None:
         if not 0 < _cores(request) <= cpus:
             problems.append(Problem("slurmd_cpu_request", "must be above 0 and no larger than slurmd_cpus (%d)" % cpus))
-    problems += _group_rules(values) + _partition_rules(values) + _user_rules(values)
+    problems += _group_rules(values) + _partition_rules(values) + _user_rules(values) + _accounting_rules(values)
     return problems
 
 
@@ -762,6 +793,43 @@ def _user_rules(values):
         names.add(name)
         uids.add(uid)
     return problems
+
+
+# where slurm_accounting's messages point (its option) -> the variable it came from
+_ACCOUNTING_VARIABLES = (("qos[", "config_qos["), ("accounts[", "config_accounts["), ("users[", "config_users["))
+
+
+def _accounting_rules(values):
+    """The accounting variables planned against a new database with slurm_accounting's own planner:
+    values, references (QoS, parents, accounts), TRES and cycles, before anything is deployed."""
+    names = ("config_users", "config_qos", "config_accounts")
+    if not all(isinstance(values.get(name, []), list) for name in names) or \
+            not all(isinstance(item, dict) and item.get("name") for name in names for item in values.get(name, [])):
+        return []   # the field rules report it
+    default_account = values.get("config_default_account", "users")
+    conf = _effective_conf(values, "config_slurm_conf_default", "config_slurm_conf")
+    if conf.get("AccountingStorageType", "accounting_storage/slurmdbd") != "accounting_storage/slurmdbd":
+        for name in ("config_qos", "config_accounts"):
+            if values.get(name):
+                return [Problem(name, "needs slurmdbd accounting (config_slurm_conf.AccountingStorageType is %s)"
+                                % conf["AccountingStorageType"])]
+        return []
+    extra_tres = str(conf.get("AccountingStorageTRES") or "").split(",")
+    try:
+        arguments = collection_input(values.get("config_qos"), values.get("config_accounts"),
+                                     values.get("config_users"), default_account)
+        accounting_plan(FreshState(str(values.get("cluster_name") or "cluster"), extra_tres), **arguments)
+    except (TypeError, ValueError, AttributeError) as error:
+        return [Problem("config_qos, config_accounts or config_users", "could not be read (%s)" % error)]
+    except SlurmInputError as error:
+        where, _sep, text = str(error).partition(": ")
+        for option, variable in _ACCOUNTING_VARIABLES:
+            if where.startswith(option):
+                where = variable + where[len(option):]
+        text = text.replace("(list it in qos)", "(list it in config_qos)").replace(
+            "(list it in accounts)", "(list it in config_accounts)")
+        return [Problem(where, text or where)]
+    return []
 
 
 def _cores(request):

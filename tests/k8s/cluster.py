@@ -98,6 +98,11 @@ class SlurmOnKube:
     def accounted_state(self, job):
         return self.ctld("sacct", "-n", "-X", "-j", job, "-o", "State", check=False).stdout.split()
 
+    def associations(self, fields="account,user"):
+        """Slurm's associations as a set of `field|field` rows (sacctmgr does not define their order)."""
+        out = self.ctld("sacctmgr", "--parsable2", "--noheader", "show", "association", "format=%s" % fields).stdout
+        return set(out.split())
+
     def sbatch(self, *args):
         return self.ctld("sbatch", "--parsable", *args).stdout.strip().split(";")[0]
 

@@ -182,6 +182,44 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     assert written == {("patch", "configmaps", "slurm-config")}, written
 
 
+def test_accounting_as_code_limits_and_enforcement(cluster):
+    """config_qos/config_accounts through site.yml: associations enforced at submit by Slurm itself,
+    MaxJobsPerUser keeps a second job PENDING, MaxWall with DenyOnLimit refuses a longer job; no pod
+    restarts for it and a second run changes nothing."""
+    # the first run gave alice the default account; a user without an association is refused
+    assert {"users|alice", "users|"} <= cluster.associations()
+    refused = cluster.ctld("runuser", "-u", "nobody", "--", "sbatch", "-o", "/dev/null", "--wrap", "true", check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert "Invalid account or account/partition combination specified" in refused.stderr, refused.stderr
+
+    before = cluster.kube.pod_identity(cluster.namespace)
+    cluster.save(config_qos=[{"name": "debug", "max_jobs_per_user": 1, "max_wall": "00:10:00", "flags": ["DenyOnLimit"]}],
+                 config_accounts=[{"name": "physics", "description": "Physics", "qos": ["normal", "debug"],
+                                   "default_qos": "normal"}],
+                 config_users=[dict(cluster.variables["config_users"][0], account="physics", accounts=["users"])])
+    _proc, changed, seconds = cluster.site()
+    cluster.timings["site_accounting_run_s"] = seconds
+    assert changed > 0
+    assert {"physics|", "physics|alice", "users|alice"} <= cluster.associations()
+    _proc, changed, _seconds = cluster.site()
+    assert changed == 0, "a second run changed accounting again"
+    assert cluster.kube.pod_identity(cluster.namespace) == before, "an accounting change replaced or restarted a pod"
+
+    first = cluster.ssh("sbatch --parsable -q debug -t 5 -o /dev/null --wrap 'sleep 600'").stdout.strip()
+    second = cluster.ssh("sbatch --parsable -q debug -t 5 -o /dev/null --wrap 'true'").stdout.strip()
+    try:
+        wait_for(lambda: cluster.job_state(first) == "RUNNING", 60, "job %s to run" % first)
+        assert cluster.ctld("squeue", "-h", "-j", first, "-o", "%a|%q").stdout.strip() == "physics|debug"
+        wait_for(lambda: cluster.ctld("squeue", "-h", "-j", second, "-o", "%T|%r").stdout.strip()
+                 == "PENDING|QOSMaxJobsPerUserLimit", 60, "job %s pending on the QoS limit" % second)
+        longer = cluster.ssh("sbatch -q debug -t 20 -o /dev/null --wrap true", check=False)
+        assert longer.returncode != 0 and "Job violates accounting/QOS policy" in longer.stderr, longer.stderr
+    finally:
+        cluster.ctld("scancel", first, check=False)
+    wait_for(lambda: cluster.accounted_state(second) == ["COMPLETED"], 120,
+             "job %s to run once the first one ended" % second)
+
+
 def test_kubectl_drain_honours_the_disruption_budgets(cluster):
     """docs/architecture.md: the PodDisruptionBudgets keep a node drain from evicting slurmctld,
     slurmdbd, MariaDB and login; the drain of this (only) node therefore fails on them and leaves them

@@ -37,7 +37,9 @@ SCALE_RELEASE = "/tmp/day2-release-scale"
 def cluster(kube, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("day2")
     deployment = SlurmOnKube(kube, workdir, NAME, OLD, 30042, slurmd_cpus=1,
-                             upgrade_backup_dir=str(workdir / "backups"))
+                             upgrade_backup_dir=str(workdir / "backups"),
+                             config_qos=[{"name": "short", "max_wall": "01:00:00", "max_jobs_per_user": 4}],
+                             config_accounts=[{"name": "projx", "qos": ["normal", "short"], "default_qos": "normal"}])
     deployment.backup_dir = workdir / "backups"
     started = time.monotonic()
     for tag in (OLD, NEW):
@@ -134,6 +136,12 @@ def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id
     # submitted while the nodes are drained: it must survive the pod replacements with its id
     queued = cluster.sbatch("-w", "slurmd-0", "--wrap", "hostname")
     assert cluster.job_state(queued) == "PENDING"
+    # accounting must survive the upgrade as it is, also what no variable lists (the upgrade's own
+    # converge would re-create the rest)
+    cluster.ctld("sacctmgr", "-i", "add", "account", "legacy", "cluster=%s" % NAME)
+    cluster.ctld("sacctmgr", "-i", "add", "user", "alice", "account=legacy", "cluster=%s" % NAME)
+    accounting = cluster.associations("account,user,parentname,qos,defaultqos")
+    assert {"projx||root|normal,short|normal", "legacy|alice||normal|", "users|alice||normal|"} <= accounting, accounting
     before = cluster.kube.pod_identity(cluster.namespace)
     # interrupted here; the re-run (now with new images) converges
     proc, _changed, seconds = cluster.playbook("upgrade", "-e", "cluster_image_tag=%s" % NEW)
@@ -149,6 +157,7 @@ def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id
     assert state["slurmd-1"] == ("drain", "admin: bad DIMM"), "the admin's drain was lost: %s" % state
     assert "resumed slurmd-0;" in proc.stdout and "left drained: slurmd-1" in proc.stdout
     wait_for(lambda: cluster.accounted_state(queued) == ["COMPLETED"], 30, "queued job %s completed" % queued)
+    assert cluster.associations("account,user,parentname,qos,defaultqos") == accounting, "accounting changed"
     cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=resume")
     wait_for(lambda: set(s for s, _r in cluster.nodes().values()) == {"idle"}, 30, "both nodes idle")
 

@@ -59,6 +59,9 @@ CASES = [
      "slurmd_replicas: must be at most MaxNodeCount of slurm.conf (1024"),
     ("storage-class-invalid", {"storage_class": "Fast_SSD"}, "storage_class: must be empty or a DNS-1123 subdomain"),
     ("several-problems", {"slurmd_replicas": -1, "storage_class": "A B", "slurmd_wait_timeout": 0}, "storage_class"),
+    # accounting references are planned against an empty database before anything is rendered
+    ("accounting-unknown-qos", {"config_accounts": [{"name": "physics", "qos": ["normal", "gpu2"]}]},
+     "config_accounts[physics].qos: unknown QoS gpu2 (list it in config_qos)"),
     # silent typos
     ("variable-typo", {"slurmd_replica": 3}, "slurmd_replica: is not a variable of any hpc.slurm_k8s role (did you mean slurmd_replicas?"),
 ]

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.hpc.slurm_k8s.plugins.modules import slurm_job_info, slurm_node, slurm_node_info
+from ansible_collections.hpc.slurm_k8s.plugins.modules import slurm_accounting, slurm_job_info, slurm_node, slurm_node_info
 from ansible_collections.hpc.slurm_k8s.tests.unit.plugins.modules.module_cases import load_cases, run_case
 
 HERE = os.path.dirname(__file__)
@@ -29,3 +29,8 @@ def test_slurm_node_info(case, capsys, monkeypatch):
 @pytest.mark.parametrize("case", load_cases(os.path.join(HERE, "test_slurm_job_info.yaml")))
 def test_slurm_job_info(case, capsys, monkeypatch):
     run_case(slurm_job_info.main, case, capsys, monkeypatch)
+
+
+@pytest.mark.parametrize("case", load_cases(os.path.join(HERE, "test_slurm_accounting.yaml")))
+def test_slurm_accounting(case, capsys, monkeypatch):
+    run_case(slurm_accounting.main, case, capsys, monkeypatch)

@@ -141,6 +141,38 @@ def test_a_hostile_value_fails_with_the_variable_and_the_rule(values, where, rul
         assert all(values["database_external_password"] not in str(p) for p in problems)
 
 
+ALICE = {"name": "alice", "uid": 2001}
+
+
+@pytest.mark.parametrize("values,problem", [
+    ({"config_accounts": [{"name": "physics", "qos": ["normal", "gpu2"]}]},
+     "config_accounts[physics].qos: unknown QoS gpu2 (list it in config_qos)"),
+    ({"config_qos": [{"name": "gpu", "grp_tres": "gres/gpu=8"}]}, "config_qos[gpu].grp_tres: unknown TRES gres/gpu"),
+    ({"config_accounts": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]},
+     "config_accounts[a].parent: the parents form a cycle (a -> b -> a)"),
+    ({"config_users": [dict(ALICE, account="physics")]},
+     "config_users[alice]: account physics does not exist (list it in config_accounts)"),
+    ({"config_qos": [{"name": "debug", "max_wall": "half an hour"}]}, "config_qos[debug].max_wall: 'half an hour' is not"),
+    ({"config_qos": [{"name": "debug", "colour": "red"}]}, "config_qos[0] key 'colour': is not a known field"),
+    ({"config_users": [dict(ALICE, admin_level="root")]}, "config_users[0].admin_level: must be none, operator"),
+    ({"config_accounts": [{"name": "physics"}], "config_slurm_conf": {"AccountingStorageType": "accounting_storage/none"}},
+     "config_accounts: needs slurmdbd accounting"),
+])
+def test_accounting_variables_are_planned_against_an_empty_database(values, problem):
+    assert any(str(p).startswith(problem) for p in _inputs.check(values)), [str(p) for p in _inputs.check(values)]
+
+
+def test_accounting_variables_that_slurm_accepts_pass():
+    assert _inputs.check({
+        "config_slurm_conf": {"AccountingStorageTRES": "gres/gpu"},
+        "config_qos": [{"name": "gpu", "grp_tres": "gres/gpu=8"}, {"name": "debug", "max_wall": 30, "flags": ["DenyOnLimit"]}],
+        "config_accounts": [{"name": "Physics", "qos": ["normal", "gpu", "debug"], "default_qos": "normal"},
+                            {"name": "theory", "parent": "physics", "fairshare": "parent"}],
+        # the default account (users) is created for the users that name it or no account
+        "config_users": [dict(ALICE, account="theory", accounts=["users"]), {"name": "bob", "uid": 2002}],
+    }) == []
+
+
 def test_the_power_program_may_reach_a_local_api_over_http():
     assert _inputs.check({"powersave_api_server": "http://127.0.0.1:45055"}) == []
     assert _inputs.check({"powersave_api_server": "https://kubernetes.default.svc"}) == []
@@ -250,7 +282,8 @@ def render_slurm_conf(conf, partitions):
                              trim_blocks=True)
     env.filters["combine"] = combine
     return env.get_template("slurm.conf.j2").render(
-        config_slurm_conf_default={"ClusterName": "slurm"}, config_slurm_conf=conf, config_nodesets=[],
+        # roles/config/vars/main.yml merges the defaults and the overrides (no power-save keys here)
+        _config_slurm_conf=combine({"ClusterName": "slurm"}, conf), config_nodesets=[],
         config_nodes=[], config_partitions=partitions, _config_burst_nodes=[], _config_burst_partitions=[],
         cluster_name="slurm")
 
