@@ -9,7 +9,7 @@ Private to hpc.slurm_k8s. The flow is the one of the node modules: read everythi
 then apply, grouping every entity that takes the same change into one `sacctmgr -i` call.
 
 Facts this relies on, observed on Slurm 22.05 and 24.11:
-- sacctmgr lower-cases account, user and QoS names (and, on 22.05, descriptions and organizations):
+- sacctmgr lower-cases account, user and QoS names, descriptions and organizations (22.05 and 24.11):
   names and those two texts are compared without case.
 - a command that changes nothing exits 1 ("Nothing modified"/"Nothing new added"): the plan never
   issues one.
@@ -31,7 +31,7 @@ PROTECTED_ACCOUNTS = ("root",)
 PROTECTED_USERS = ("root",)
 PROTECTED_QOS = ("normal",)
 
-# QoS flags of Slurm 22.05 through 26.05 (sacctmgr(1), section "SPECIFICATIONS FOR QOS").
+# QoS flags of Slurm 22.05 and 24.11 (sacctmgr(1), section "SPECIFICATIONS FOR QOS").
 QOS_FLAGS = (
     "DenyOnLimit", "EnforceUsageThreshold", "NoDecay", "NoReserve", "OverPartQOS",
     "PartitionMaxNodes", "PartitionMinNodes", "PartitionTimeLimit", "RequiresReservation",
@@ -57,8 +57,8 @@ _UNLIMITED = ("", "-1", "unlimited", "infinite")
 class Property:
     """One setting of an entity: its option name, sacctmgr key, and how values compare and print."""
 
-    def __init__(self, option, key, kind, record=False):
-        self.option, self.key, self.kind, self.record = option, key, kind, record
+    def __init__(self, option, key, kind):
+        self.option, self.key, self.kind = option, key, kind
 
     def normalize(self, value, where):
         """The input value in the form current values are read into (None = no limit/empty)."""
@@ -246,10 +246,10 @@ QOS_PROPERTIES = (
     Property("flags", "Flags", "flags"),
 )
 # `description` and `organization` belong to the account record, the others to its association in
-# the cluster.
+# the cluster; one `modify account ... cluster=<name> set` changes both.
 ACCOUNT_PROPERTIES = (
-    Property("description", "Description", "text", record=True),
-    Property("organization", "Organization", "text", record=True),
+    Property("description", "Description", "text"),
+    Property("organization", "Organization", "text"),
     Property("parent", "Parent", "name"),
     Property("fairshare", "Fairshare", "fairshare"),
     Property("qos", "QOS", "names"),

@@ -26,7 +26,7 @@ description:
     still use is refused, naming the jobs, unless O(force=true). slurmdbd 22.05 does not refuse it
     itself - the association disappears under the running job.
   - Slurm lower-cases account, user and QoS names; they are compared without case, and so are
-    descriptions and organizations (Slurm 22.05 lower-cases those too).
+    descriptions and organizations (Slurm 22.05 and 24.11 lower-case those too).
 author:
   - hpc.slurm_k8s maintainers (@hpc-slurm-k8s)
 extends_documentation_fragment:
