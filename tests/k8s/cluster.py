@@ -81,6 +81,12 @@ class SlurmOnKube:
         return run(["ssh", "-i", key or self.key, "-p", self.login_port, *SSH_OPTIONS, "%s@127.0.0.1" % user,
                     command], timeout=timeout, check=check)
 
+    def wait_for_login(self, timeout=120):
+        """Until alice's SSH through the login NodePort works: a Ready login pod does not mean that
+        kube-proxy already forwards the NodePort (a fresh Service can refuse connections for a while)."""
+        wait_for(lambda: self.ssh("true", timeout=30, check=False).returncode == 0, timeout,
+                 "SSH through the login NodePort %s" % self.login_port)
+
     def nodes(self):
         """name -> (state, reason) as sinfo shows them."""
         out = self.ctld("sinfo", "-h", "-N", "-o", "%N|%t|%E", check=False).stdout

@@ -42,6 +42,7 @@ def test_kubectl_apply_of_the_rendered_directory_runs_jobs(rendered):
     rendered.kube.kubectl("apply", "--server-side", "--field-manager=gitops", "-R", "-f", render_dir, timeout=300)
     wait_for(rendered.pods_ready, 300, "every rendered pod ready")
     rendered.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 120)
+    rendered.wait_for_login()
     assert sorted(rendered.ssh("srun -N2 hostname").stdout.split()) == ["slurmd-0", "slurmd-1"]
     labels = rendered.kube.get("namespace", rendered.namespace)["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
