@@ -397,8 +397,17 @@ def _view(values, properties):
     return dict((prop.option, show(prop.kind, values.get(prop.option))) for prop in properties if prop.option in values)
 
 
-def _group_key(args):
-    return tuple(args)
+def _plan_modify(result, modifies, kind, name, settings, current, properties):
+    """Record the `set` arguments that take `current` to `settings` (grouped in `modifies` with the
+    other entities that take the same ones) and the change, before/after of what differs only."""
+    differing = [prop for prop in properties if prop.option in settings
+                 and prop.differs(settings[prop.option], current[prop.option])]
+    if differing:
+        args = [prop.command(settings[prop.option], current[prop.option]) for prop in differing]
+        modifies.setdefault(tuple(args), []).append(name)
+        result.changes.append(Change(kind, name, "modify",
+                                     _view(dict((p.option, current[p.option]) for p in differing), differing),
+                                     _view(dict((p.option, settings[p.option]) for p in differing), differing)))
 
 
 def plan(state, qos=None, accounts=None, users=None, purge=False, defer_tres=()):
@@ -455,17 +464,10 @@ def plan(state, qos=None, accounts=None, users=None, purge=False, defer_tres=())
         settings = _settings(entry, QOS_PROPERTIES)
         if current is None:
             args = [prop.command(settings[prop.option], None) for prop in QOS_PROPERTIES if prop.option in settings]
-            adds.setdefault(_group_key(args), []).append(name)
+            adds.setdefault(tuple(args), []).append(name)
             result.changes.append(Change("qos", name, "add", None, _view(settings, QOS_PROPERTIES)))
             continue
-        differing = [prop for prop in QOS_PROPERTIES if prop.option in settings
-                     and prop.differs(settings[prop.option], current[prop.option])]
-        if differing:
-            args = [prop.command(settings[prop.option], current[prop.option]) for prop in differing]
-            modifies.setdefault(_group_key(args), []).append(name)
-            result.changes.append(Change("qos", name, "modify",
-                                         _view(dict((p.option, current[p.option]) for p in differing), differing),
-                                         _view(dict((p.option, settings[p.option]) for p in differing), differing)))
+        _plan_modify(result, modifies, "qos", name, settings, current, QOS_PROPERTIES)
     for args, names in sorted(adds.items(), key=lambda item: item[1]):
         result.add_command(["add", "qos", ",".join(names)] + list(args))
     for args, names in sorted(modifies.items(), key=lambda item: item[1]):
@@ -479,7 +481,7 @@ def plan(state, qos=None, accounts=None, users=None, purge=False, defer_tres=())
             settings = _settings(want_accounts[name], ACCOUNT_PROPERTIES)
             settings.setdefault("parent", "root")
             args = [prop.command(settings[prop.option], None) for prop in ACCOUNT_PROPERTIES if prop.option in settings]
-            adds.setdefault(_group_key(args), []).append(name)
+            adds.setdefault(tuple(args), []).append(name)
             result.changes.append(Change("accounts", name, "add", None, _view(settings, ACCOUNT_PROPERTIES)))
         for args, names in sorted(adds.items(), key=lambda item: item[1]):
             result.add_command(["add", "account", ",".join(names), cluster] + list(args))
@@ -489,14 +491,7 @@ def plan(state, qos=None, accounts=None, users=None, purge=False, defer_tres=())
         if entry["state"] == "absent" or current is None:
             continue
         settings = _settings(entry, ACCOUNT_PROPERTIES)
-        differing = [prop for prop in ACCOUNT_PROPERTIES if prop.option in settings
-                     and prop.differs(settings[prop.option], current[prop.option])]
-        if differing:
-            args = [prop.command(settings[prop.option], current[prop.option]) for prop in differing]
-            modifies.setdefault(_group_key(args), []).append(name)
-            result.changes.append(Change("accounts", name, "modify",
-                                         _view(dict((p.option, current[p.option]) for p in differing), differing),
-                                         _view(dict((p.option, settings[p.option]) for p in differing), differing)))
+        _plan_modify(result, modifies, "accounts", name, settings, current, ACCOUNT_PROPERTIES)
     for args, names in sorted(modifies.items(), key=lambda item: item[1]):
         result.add_command(["modify", "account", "where", "name=%s" % ",".join(names), cluster, "set"] + list(args))
 
@@ -517,13 +512,13 @@ def plan(state, qos=None, accounts=None, users=None, purge=False, defer_tres=())
                     "defaultaccount=%s" % settings["default_account"]]
             if "admin_level" in settings:
                 args.append("adminlevel=%s" % show("admin_level", settings["admin_level"], for_command=True))
-            user_adds.setdefault(_group_key(args), []).append(name)
+            user_adds.setdefault(tuple(args), []).append(name)
             have = set([(settings["default_account"], "")])
             result.changes.append(Change("users", name, "add", None, dict(
                 _view(settings, USER_PROPERTIES), associations=_assoc_view(want))))
         for account, partition in sorted(want - have):
             args = ["account=%s" % account] + (["partition=%s" % partition] if partition else [])
-            assoc_adds.setdefault(_group_key(args), []).append(name)
+            assoc_adds.setdefault(tuple(args), []).append(name)
         extra = set(a for a in have - want if a[0] in accounts_after)
         removed_assocs = set(a for a, wanted in entry["association_states"].items() if not wanted) & extra
         if purge:
@@ -536,7 +531,7 @@ def plan(state, qos=None, accounts=None, users=None, purge=False, defer_tres=())
             if differing:
                 args = ["%s=%s" % (prop.key.lower(), show(prop.kind, settings[prop.option], for_command=True))
                         for prop in differing]
-                user_modifies.setdefault(_group_key(args), []).append(name)
+                user_modifies.setdefault(tuple(args), []).append(name)
             if differing or want - have or removed_assocs:
                 before = dict((p.option, show(p.kind, current[p.option])) for p in differing)
                 after = dict((p.option, show(p.kind, settings[p.option])) for p in differing)
