@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hpc.slurm_k8s image entrypoint (installed as /usr/local/sbin/slurm-k8s-entrypoint, run under tini).
 # Implements the image contract of docs/architecture.md:
-#   slurm-k8s-entrypoint slurmctld|slurmdbd|slurmd|login [extra daemon args...]
+#   slurm-k8s-entrypoint slurmctld|slurmdbd|slurmd|login|slurmrestd [extra daemon args...]
 #   slurm-k8s-entrypoint COMMAND [ARGS...]   (any other command, after the common set-up)
 set -euo pipefail
 
@@ -15,6 +15,7 @@ K8S_ROOT=${SLURM_K8S_ROOT:-/etc/slurm-k8s}
 CONFIG_DIR=$K8S_ROOT/config
 MUNGE_KEY_SRC=$K8S_ROOT/munge/munge.key
 DBD_CONF_SRC=$K8S_ROOT/slurmdbd/slurmdbd.conf
+JWT_KEY_SRC=$K8S_ROOT/jwt/jwt_hs256.key
 SSH_DIR=$K8S_ROOT/ssh
 USERS_DIR=$K8S_ROOT/users
 USERS_FILE=$USERS_DIR/users
@@ -23,7 +24,7 @@ STATE_DIR=/var/spool/slurmctld
 
 usage() {
   cat >&2 <<EOF
-usage: $PROG slurmctld|slurmdbd|slurmd|login [ARGS...]
+usage: $PROG slurmctld|slurmdbd|slurmd|login|slurmrestd [ARGS...]
        $PROG COMMAND [ARGS...]      (runs COMMAND after the common set-up, e.g. bash)
 EOF
 }
@@ -38,6 +39,10 @@ case $ROLE in
   slurmctld|slurmdbd|slurmd|login)
     # the daemons drop privileges themselves (SlurmUser, munge, sshd privilege separation)
     [[ $IS_ROOT == true ]] || die "role $ROLE must start as root (uid 0), not uid $(id -u): do not set runAsUser" ;;
+  slurmrestd)
+    # slurmrestd refuses root and SlurmUser itself; say so before it starts
+    [[ $IS_ROOT == false && $(id -un 2>/dev/null) != slurm ]] ||
+      die "role slurmrestd must run as an unprivileged user (the image's slurmrestd, uid 64032), not $(id -un 2>/dev/null || id -u)" ;;
 esac
 
 # --- configuration: symlink each ConfigMap file into /etc/slurm --------------------------------
@@ -200,6 +205,30 @@ wait_for_endpoints() {
   done
 }
 
+# --- users for an unprivileged daemon (slurmrestd) ---------------------------------------------
+# slurmrestd names each job's user from its uid (getpwuid) and cannot add users as a non-root user:
+# passwd and group files in /tmp (image's accounts + the users file), read through nss_wrapper.
+users_for_nss_wrapper() {
+  local dir=/tmp/slurm-k8s-nss line name uid gid shell rest n=0
+  [[ -f $USERS_FILE ]] || { log "no $USERS_FILE mounted; job owners are shown by uid only"; return 0; }
+  mkdir -p "$dir"
+  cp /etc/passwd "$dir/passwd"
+  cp /etc/group "$dir/group"
+  while IFS= read -r line || [[ -n $line ]]; do
+    line=${line%%#*}
+    line=${line//[[:space:]]/}
+    [[ -n $line ]] || continue
+    IFS=: read -r name uid gid shell rest <<<"$line"
+    [[ $name =~ ^[a-z_][a-z0-9_-]{0,31}$ && $uid =~ ^[0-9]+$ && $gid =~ ^[0-9]+$ && -z ${rest:-} ]] ||
+      die "$USERS_FILE: expected name:uid:gid:shell, got '$line'"
+    echo "$name:*:$uid:$gid::/home/$name:/usr/sbin/nologin" >>"$dir/passwd"
+    cut -d: -f3 "$dir/group" | grep -qx "$gid" || echo "$name:x:$gid:" >>"$dir/group"
+    n=$((n + 1))
+  done <"$USERS_FILE"
+  export LD_PRELOAD=libnss_wrapper.so NSS_WRAPPER_PASSWD=$dir/passwd NSS_WRAPPER_GROUP=$dir/group
+  log "$n site user(s) known to $ROLE (nss_wrapper)"
+}
+
 # --- role-specific set-up -----------------------------------------------------------------------
 setup_slurmdbd() {
   [[ -f $DBD_CONF_SRC ]] || die "missing $DBD_CONF_SRC (mount the slurmdbd Secret at ${DBD_CONF_SRC%/*}/)"
@@ -209,9 +238,20 @@ setup_slurmdbd() {
   else
     install -m 0600 "$DBD_CONF_SRC" "$SLURM_ETC/slurmdbd.conf"
   fi
+  install_jwt_key
+}
+
+# the JWT key (a Secret, root-owned) where slurmctld and slurmdbd read it as SlurmUser; mounted only
+# when slurmrestd is deployed (AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key)
+install_jwt_key() {
+  rm -f "$SLURM_ETC/jwt_hs256.key"
+  [[ -f $JWT_KEY_SRC ]] || return 0
+  install -o slurm -g slurm -m 0600 "$JWT_KEY_SRC" "$SLURM_ETC/jwt_hs256.key"
+  log "installed the JWT key for auth/jwt"
 }
 
 setup_slurmctld() {
+  install_jwt_key
   if [[ $IS_ROOT == true ]]; then
     mkdir -p "$STATE_DIR"
     # fix ownership of a fresh or foreign volume; leave an already-correct one alone (can be large)
@@ -246,11 +286,16 @@ case $ROLE in
     if [[ -n ${SLURMD_CONF_SERVER:-} ]]; then link_config false; else link_config true; fi
     create_users true false ;;
   login)     link_config true;  create_users true true ;;
+  # unprivileged: reads the mounted slurm.conf in place; users through nss_wrapper
+  slurmrestd) [[ -f $CONFIG_DIR/slurm.conf ]] || die "missing $CONFIG_DIR/slurm.conf (role slurmrestd needs it)"
+              export SLURM_CONF=$CONFIG_DIR/slurm.conf
+              users_for_nss_wrapper ;;
   *)         link_config false; create_users false false ;;
 esac
 
 case $ROLE in
   slurmctld|slurmdbd|slurmd|login) start_munge true ;;
+  slurmrestd) ;;   # rest_auth/jwt: every request carries the user's token; no munge key here
   *) start_munge false ;;
 esac
 
@@ -287,6 +332,20 @@ case $ROLE in
   login)
     log "starting sshd"
     exec /usr/sbin/sshd -D -e "$@" ;;
+  slurmrestd)
+    # slurmrestd unshares its file table and System V IPC namespace; the RuntimeDefault seccomp
+    # profile refuses unshare(2) without CAP_SYS_ADMIN (which the pod never gets), and the container
+    # has file and IPC namespaces of its own already
+    export SLURMRESTD_SECURITY=${SLURMRESTD_SECURITY:-disable_unshare_files,disable_unshare_sysv}
+    # SLURM_JWT=daemon: slurmrestd loads auth/jwt in place of AuthType (auth/munge would need munged
+    # and the munge key, with which a compromised slurmrestd could speak as any user)
+    export SLURM_JWT=daemon
+    # two malloc arenas: with one per thread (glibc's default, 20 threads) the memory of each large
+    # reply stays with its thread; measured with 1,000 jobs, GET /jobs grew past 1 GiB in 15 calls
+    # (OOM-killed) and stays at ~310 MB with 2
+    export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
+    log "starting slurmrestd -a rest_auth/jwt $*"
+    exec /usr/sbin/slurmrestd -a rest_auth/jwt "$@" ;;
   *)
     log "running $ROLE $*"
     exec "$ROLE" "$@" ;;

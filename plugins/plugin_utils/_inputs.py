@@ -559,6 +559,7 @@ RULES = {
     "cluster_image_pull_secrets": list_of(DNS1123_SUBDOMAIN),
     "cluster_network_policies": _any,
     "cluster_slurmctld_connection": _CONNECTION,
+    "cluster_slurmrestd_enabled": _any,
     # config
     "config_slurm_conf_default": slurm_conf("slurm.conf", _SLURM_CONF_FORBIDDEN),
     "config_slurm_conf": slurm_conf("slurm.conf", _SLURM_CONF_FORBIDDEN),
@@ -641,6 +642,20 @@ RULES = {
     "slurmctld_resources": resources_dict(),
     "slurmctld_wait_timeout": _TIMEOUT,
     "slurmctld_termination_grace_period": _GRACE,
+    # slurmrestd
+    "slurmrestd_image": IMAGE,
+    "slurmrestd_replicas": _int_range(1, 100, " pods"),
+    "slurmrestd_port": _int_range(1024, 65535),
+    "slurmrestd_service_type": _any,
+    "slurmrestd_node_port": _one_of(_int_range(0, 0), _int_range(30000, 32767),
+                                    description="0 (chosen by Kubernetes) or within 30000-32767"),
+    "slurmrestd_service_annotations": dict_of(LABEL_KEY, _annotation_value, "annotation"),
+    "slurmrestd_resources": resources_dict(),
+    "slurmrestd_token_user": _empty_or(POSIX_USER, "empty or a user name"),
+    "slurmrestd_token_secret": _empty_or(DNS1123_SUBDOMAIN, "empty or a Secret name"),
+    # scontrol token lifespan=: at least a second, at most ten years
+    "slurmrestd_token_lifespan": _int_range(1, 10 * 366 * 86400, " seconds"),
+    "slurmrestd_token_renew_before": _int_range(0, 10 * 366 * 86400, " seconds"),
     # slurmd
     "slurmd_image": IMAGE,
     "slurmd_replicas": _int_range(0, 65533, " nodes"),
@@ -744,7 +759,30 @@ def _cross_rules(values):
     if isinstance(cpus, int) and isinstance(request, str) and request and _cores(request) is not None:
         if not 0 < _cores(request) <= cpus:
             problems.append(Problem("slurmd_cpu_request", "must be above 0 and no larger than slurmd_cpus (%d)" % cpus))
+    problems += _restd_rules(values)
     problems += _group_rules(values) + _partition_rules(values) + _user_rules(values) + _accounting_rules(values)
+    return problems
+
+
+# ports that Slurm's daemons listen on (slurmctld, slurmd, slurmdbd): a REST API on one of them would
+# be taken for that daemon by clients, probes and NetworkPolicies
+_SLURM_DAEMON_PORTS = {6817: "slurmctld", 6818: "slurmd", 6819: "slurmdbd"}
+
+
+def _restd_rules(values):
+    problems = []
+    port = _scalar(values.get("slurmrestd_port"))
+    if port in _SLURM_DAEMON_PORTS:
+        problems.append(Problem("slurmrestd_port", "must differ from the Slurm daemon ports 6817-6819 (%s is %s's)"
+                                % (port, _SLURM_DAEMON_PORTS[port])))
+    node_port = _scalar(values.get("slurmrestd_node_port"))
+    if node_port and node_port == _scalar(values.get("login_node_port")):
+        problems.append(Problem("slurmrestd_node_port", "must differ from login_node_port (%s): one node port "
+                                "serves one Service" % node_port))
+    lifespan, renew = _scalar(values.get("slurmrestd_token_lifespan")), _scalar(values.get("slurmrestd_token_renew_before"))
+    if isinstance(lifespan, int) and isinstance(renew, int) and renew >= lifespan:
+        problems.append(Problem("slurmrestd_token_renew_before", "must be shorter than slurmrestd_token_lifespan (%d), "
+                                "else every run issues a new token" % lifespan))
     return problems
 
 
@@ -772,7 +810,7 @@ def _partition_rules(values):
     return problems
 
 
-_RESERVED_USERS = ("root", "slurm", "munge", "sshd", "mysql", "nobody")
+_RESERVED_USERS = ("root", "slurm", "munge", "slurmrestd", "sshd", "mysql", "nobody")
 
 
 def _user_rules(values):

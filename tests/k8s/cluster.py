@@ -18,7 +18,7 @@ SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/
 SMALL_REQUESTS = {
     "slurmd_cpu_request": "50m",
     **{"%s_resources" % role: {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
-       for role in ("slurmctld", "slurmdbd", "login")},
+       for role in ("slurmctld", "slurmdbd", "login", "slurmrestd")},
     "database_resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
 }
 

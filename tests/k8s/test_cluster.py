@@ -11,6 +11,7 @@ a re-run writes nothing.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -29,7 +30,8 @@ PROTECTED = ("mariadb-0", "slurmdbd-0", "slurmctld-0")     # and login: PodDisru
 @pytest.fixture(scope="module")
 def cluster(kube, tmp_path_factory):
     tag = "%s-e2e" % collection_version()
-    deployment = SlurmOnKube(kube, tmp_path_factory.mktemp("e2e"), NAME, tag, SSH_PORT)
+    deployment = SlurmOnKube(kube, tmp_path_factory.mktemp("e2e"), NAME, tag, SSH_PORT,
+                             cluster_slurmrestd_enabled=True)
     started = time.monotonic()
     kube.build_and_load_images(tag)
     deployment.timings["images_s"] = time.monotonic() - started
@@ -58,8 +60,8 @@ def connect(cluster, pod, host, port, container=None):
 
 def test_every_pod_ready_and_nodes_idle(cluster):
     pods = cluster.kube.pods(cluster.namespace)
-    names = sorted(name if not name.startswith("login-") else "login" for name in pods)
-    assert names == sorted(PODS + ("login",)), names
+    names = sorted(name.rsplit("-", 2)[0] if name.startswith(("login-", "slurmrestd-")) else name for name in pods)
+    assert names == sorted(PODS + ("login", "slurmrestd")), names
     assert all(cluster.kube.is_ready(pod) for pod in pods.values()), {n: p["status"]["phase"] for n, p in pods.items()}
     cluster.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 90)
 
@@ -239,3 +241,117 @@ def test_kubectl_drain_honours_the_disruption_budgets(cluster):
         cluster.kube.kubectl("uncordon", node)
     wait_for(cluster.pods_ready, 240, "every pod ready after the uncordon")
     cluster.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 120)
+
+
+# --- slurmrestd with auth/jwt -------------------------------------------------------------------------
+REST_API = "/slurm/v0.0.42"     # the newest data parser of Slurm 24.11
+REST_CLIENT = """
+import json, sys, urllib.request, urllib.error
+path, token, user, body = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+headers = {"Content-Type": "application/json"}
+if token: headers["X-SLURM-USER-TOKEN"] = token
+if user: headers["X-SLURM-USER-NAME"] = user
+request = urllib.request.Request("http://slurmrestd:6820" + path, data=body.encode() if body else None, headers=headers)
+try:
+    with urllib.request.urlopen(request, timeout=60) as response:
+        status, text = response.status, response.read().decode()
+except urllib.error.HTTPError as error:
+    status, text = error.code, error.read().decode()
+print(json.dumps({"status": status, "text": text}))
+"""
+
+
+def rest(cluster, path, token="", user="", body=None):
+    """(HTTP status, parsed JSON or None) of a slurmrestd request made from the login pod through the
+    Service, as a user's tool makes it."""
+    out = cluster.kube.exec(cluster.namespace, login_pod(cluster), "python3", "-c", REST_CLIENT, path, token, user,
+                            json.dumps(body) if body is not None else "").stdout
+    reply = json.loads(out)
+    try:
+        return reply["status"], json.loads(reply["text"])
+    except ValueError:
+        return reply["status"], None
+
+
+def user_token(cluster, user="alice"):
+    out = cluster.ssh("scontrol token lifespan=900", user=user).stdout.strip()
+    assert out.startswith("SLURM_JWT="), out
+    return out.split("=", 1)[1]
+
+
+def test_rest_api_refuses_requests_without_a_valid_token(cluster):
+    assert rest(cluster, REST_API + "/jobs")[0] == 401
+    token = user_token(cluster)
+    # a token with one character changed in its signature
+    forged = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
+    status, reply = rest(cluster, REST_API + "/jobs", forged, "alice")
+    assert status != 200 or reply["errors"], (status, reply)
+    # a user cannot have a token made for another user
+    proc = cluster.ssh("scontrol token username=root lifespan=60", check=False)
+    assert proc.returncode != 0 and "SLURM_JWT" not in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_rest_api_lists_and_submits_jobs_as_the_token_user(cluster):
+    token = user_token(cluster)
+    held = cluster.ssh("sbatch --parsable --hold --job-name rest-held --wrap true").stdout.strip()
+    try:
+        status, reply = rest(cluster, REST_API + "/jobs", token, "alice")
+        assert status == 200 and not reply["errors"], (status, reply)
+        listed = {str(job["job_id"]): job["user_name"] for job in reply["jobs"]}
+        assert listed.get(held) == "alice", listed
+        # acting as someone else with alice's token is refused (slurmctld checks the token's user)
+        status, reply = rest(cluster, REST_API + "/jobs", token, "root")
+        assert status != 200 or reply["errors"], (status, reply)
+        script = "#!/bin/bash\nid -u > /home/alice/rest-$SLURM_JOB_ID.out\n"
+        job = {"job": {"name": "rest-submit", "script": script, "current_working_directory": "/home/alice",
+                       "environment": ["PATH=/usr/bin:/bin"]}}
+        status, reply = rest(cluster, REST_API + "/job/submit", token, "alice", job)
+        assert status == 200 and not reply["errors"], (status, reply)
+        submitted = str(reply["job_id"])
+        status, reply = rest(cluster, REST_API + "/job/submit", token, "root", job)
+        assert status != 200 or reply["errors"], (status, reply)
+    finally:
+        cluster.ctld("scancel", held)
+    wait_for(lambda: cluster.accounted_state(submitted) == ["COMPLETED"], 120,
+             "job %s COMPLETED in sacct (last: %s)" % (submitted, cluster.accounted_state(submitted)))
+    assert cluster.ssh("cat /home/alice/rest-%s.out" % submitted).stdout.strip() == "2001"
+    user = cluster.ctld("sacct", "-n", "-X", "-j", submitted, "-o", "User%20").stdout.split()
+    assert user == ["alice"], user
+
+
+def test_jwt_key_is_only_in_slurmctld_and_slurmdbd(cluster):
+    pods = cluster.kube.pods(cluster.namespace)
+    holders = {name for name, pod in pods.items()
+               if any(volume.get("secret", {}).get("secretName") == "slurm-jwt-key" for volume in pod["spec"]["volumes"])}
+    assert holders == {"slurmctld-0", "slurmdbd-0"}, holders
+    login = login_pod(cluster)
+    for path in ("/etc/slurm/jwt_hs256.key", "/etc/slurm-k8s/jwt"):
+        assert cluster.kube.exec(cluster.namespace, login, "test", "-e", path, check=False).returncode == 1, path
+    # nor in a job on a worker
+    found = cluster.ssh("srun -N1 sh -c 'ls /etc/slurm/jwt_hs256.key /etc/slurm-k8s/jwt 2>/dev/null; echo end'").stdout
+    assert found.split() == ["end"], found
+    # slurmrestd itself holds no key (neither JWT nor munge) and runs as its own unprivileged user
+    restd = next(name for name in pods if name.startswith("slurmrestd-"))
+    ids = cluster.kube.exec(cluster.namespace, restd, "id", "-u", "-n").stdout.strip()
+    assert ids == "slurmrestd", ids
+    for path in ("/etc/slurm/jwt_hs256.key", "/etc/munge/munge.key"):
+        assert cluster.kube.exec(cluster.namespace, restd, "test", "-e", path, check=False).returncode == 1, path
+
+
+def test_service_token_playbook_stores_a_working_token_once(cluster):
+    extra = ("-e", "slurmrestd_token_user=alice", "-e", "slurmrestd_token_secret=alice-rest-token")
+    _proc, changed, _seconds = cluster.playbook("slurmrestd_token", *extra)
+    assert changed > 0
+    secret = cluster.kube.get("secret", "alice-rest-token", cluster.namespace)
+    data = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+    assert data["user"] == "alice" and int(data["expires"]) > time.time() + 29 * 86400, data["expires"]
+    status, reply = rest(cluster, REST_API + "/jobs", data["SLURM_JWT"], "alice")
+    assert status == 200 and not reply["errors"], (status, reply)
+    proc, changed, _seconds = cluster.playbook("slurmrestd_token", *extra)
+    assert changed == 0, proc.stdout[-3000:]
+    assert "SLURM_JWT" not in proc.stdout and data["SLURM_JWT"] not in proc.stdout
+    # a user Slurm does not know gets no token, and the message says so
+    proc, _changed, _seconds = cluster.playbook("slurmrestd_token", "-e", "slurmrestd_token_user=nosuchuser",
+                                                "-e", "slurmrestd_token_secret=nobody-token", check=False)
+    assert proc.returncode != 0 and "nosuchuser is not a user of the cluster" in proc.stdout, proc.stdout[-3000:]
+    assert cluster.kube.get("secret", "nobody-token", cluster.namespace, check=False) is None

@@ -36,7 +36,10 @@ HOT_RELOADED = {("ConfigMap", "slurm-config"), ("ConfigMap", "slurm-power"), ("C
 # checksum annotation -> the object it tracks
 CHECKSUM_OF = {"munge-key": ("Secret", "munge-key"), "ssh-host-keys": ("Secret", "ssh-host-keys"),
                "users": ("ConfigMap", "slurm-users"), "slurmdbd-conf": ("Secret", "slurmdbd-config"),
-               "slurm-database": ("Secret", "slurm-database")}
+               "slurm-database": ("Secret", "slurm-database"), "jwt-key": ("Secret", "slurm-jwt-key"),
+               "slurm-conf": ("ConfigMap", "slurm-config")}
+# Workloads that read slurm.conf at start only (no scontrol reconfigure reaches them): slurmrestd.
+RESTARTED_BY_SLURM_CONF = {("Deployment", "slurmrestd")}
 
 
 def pod_template(doc):
@@ -254,12 +257,18 @@ def test_every_container_has_resources_and_probes(renders, value_set):
 def test_disruption_budgets_protect_the_single_instance_services(renders, value_set):
     run = renders[value_set]
     expected = {"slurmctld", "slurmdbd", "login"} | ({"mariadb"} if run.get("StatefulSet", "mariadb") else set())
+    restd = run.get("Deployment", "slurmrestd")
     budgets = {doc["metadata"]["name"]: doc for doc in run.by_kind("PodDisruptionBudget")}
-    assert set(budgets) == expected
+    assert set(budgets) == expected | ({"slurmrestd"} if restd else set())
     for name, budget in budgets.items():
         workload = run.get("StatefulSet", name) or run.get("Deployment", name)
         labels = pod_template(workload)["metadata"]["labels"]
-        assert budget["spec"]["minAvailable"] == 1
+        if name == "slurmrestd":
+            # stateless: a drain may move a lone pod; with two or more, one keeps serving
+            assert budget["spec"] == dict(budget["spec"], **({"minAvailable": 1} if restd["spec"]["replicas"] > 1
+                                                             else {"maxUnavailable": 1}))
+        else:
+            assert budget["spec"]["minAvailable"] == 1
         assert all(labels.get(k) == v for k, v in budget["spec"]["selector"]["matchLabels"].items()), name
 
 
@@ -382,6 +391,14 @@ def test_network_policies(renders, value_set):
     else:
         port = int(values["database_external_port"])
         cases += [("out", dbd, None, port, True), ("out", dbd, None, 443, False)]
+    if "slurmrestd" in pods:
+        # the API from anywhere; slurmrestd itself reaches slurmctld and slurmdbd, and nothing else of Slurm
+        restd = pods["slurmrestd"]
+        cases += [("in", restd, None, 6820, True), ("in", restd, other, 6820, True), ("in", restd, None, 22, False),
+                  ("in", ctld, restd, 6817, True), ("in", dbd, restd, 6819, True), ("in", slurmd, restd, 6818, False),
+                  ("in", db if "mariadb" in pods else restd, restd, 3306, False),
+                  ("out", restd, ctld, 6817, True), ("out", restd, dbd, 6819, True), ("out", restd, None, 53, True),
+                  ("out", restd, slurmd, 6818, False), ("out", restd, None, 443, False), ("out", restd, None, 3306, False)]
     for pod in run.burst_pods():
         # burst pods take Slurm traffic as the always-on workers do, from them and to them
         burst = pod["metadata"]["labels"]
@@ -460,6 +477,8 @@ def expected_checksum(run, kind, name):
     data = doc.get("data") or {}
     if (kind, name) == ("Secret", "slurmdbd-config"):
         return hashlib.sha256(base64.b64decode(data["slurmdbd.conf"])).hexdigest()
+    if (kind, name) == ("ConfigMap", "slurm-config"):
+        return hashlib.sha256(data["slurm.conf"].encode()).hexdigest()
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -474,7 +493,8 @@ def test_pods_carry_checksums_of_exactly_what_they_consume_at_start(renders, val
         checksums = {key.split("/checksum-", 1)[1]: value for key, value in annotations.items()
                      if key.startswith("hpc.slurm-k8s/checksum-")}
         tracked = {CHECKSUM_OF[key] for key in checksums}
-        assert tracked == consumed_objects(doc) - HOT_RELOADED, name
+        hot = HOT_RELOADED - ({("ConfigMap", "slurm-config")} if (doc["kind"], name) in RESTARTED_BY_SLURM_CONF else set())
+        assert tracked == consumed_objects(doc) - hot, name
         for key, value in checksums.items():
             assert value == expected_checksum(run, *CHECKSUM_OF[key]), "%s: %s is stale" % (name, key)
 

@@ -68,7 +68,10 @@ def test_without_groups_nothing_of_power_saving_is_rendered(renders, value_set):
     assert not re.search(r"^(Resume|Suspend)\w*=|State=CLOUD", text, re.M), text
     assert conf_keys(text)["MaxNodeCount"] == str(MAX_NODE_COUNT)
     volumes, mounts = slurmctld_pod(run)
-    assert set(volumes) == {"config", "munge-key", "users"} and set(mounts) == {"config", "munge-key", "users", "state"}
+    # the JWT key only with slurmrestd (roles/slurmrestd), which is not power saving's
+    jwt = {"jwt-key"} if load_values(value_set).get("cluster_slurmrestd_enabled") else set()
+    assert set(volumes) == {"config", "munge-key", "users"} | jwt
+    assert set(mounts) == {"config", "munge-key", "users", "state"} | jwt
 
 
 @pytest.mark.parametrize("value_set", POWER_SETS)

@@ -132,6 +132,16 @@ def test_the_defaults_of_every_role_pass():
     ({"powersave_api_server": "http://api.example.org:6443"}, "powersave_api_server", "http only to 127.0.0.1"),
     ({"powersave_groups": [{"name": "b", "count": 1, "node_conf": {"Gres": "gpu:1\nNodeName=evil"}}]},
      "powersave_groups[0].node_conf['Gres']", "line break"),
+    # slurmrestd: a port of a Slurm daemon, one node port for two Services, tokens that never live
+    ({"slurmrestd_port": 6817}, "slurmrestd_port", "6817 is slurmctld's"),
+    ({"slurmrestd_port": 80}, "slurmrestd_port", "within 1024-65535"),
+    ({"slurmrestd_node_port": 30022, "login_node_port": 30022}, "slurmrestd_node_port", "must differ from login_node_port"),
+    ({"slurmrestd_token_lifespan": 0}, "slurmrestd_token_lifespan", "within 1-"),
+    ({"slurmrestd_token_lifespan": -60}, "slurmrestd_token_lifespan", "within 1-"),
+    ({"slurmrestd_token_lifespan": 3600, "slurmrestd_token_renew_before": 3600}, "slurmrestd_token_renew_before",
+     "shorter than slurmrestd_token_lifespan"),
+    ({"slurmrestd_token_user": "Alice Smith"}, "slurmrestd_token_user", "user name"),
+    ({"config_users": [{"name": "slurmrestd", "uid": 2000}]}, "config_users[0] (slurmrestd).name", "image's own users"),
 ])
 def test_a_hostile_value_fails_with_the_variable_and_the_rule(values, where, rule):
     problems = _inputs.check(values)
