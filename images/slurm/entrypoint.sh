@@ -344,8 +344,15 @@ case $ROLE in
     # reply stays with its thread; measured with 1,000 jobs, GET /jobs grew past 1 GiB in 15 calls
     # (OOM-killed) and stays at ~310 MB with 2
     export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
-    log "starting slurmrestd -a rest_auth/jwt $*"
-    exec /usr/sbin/slurmrestd -a rest_auth/jwt "$@" ;;
+    # the /slurmdb/ endpoints need slurmdbd accounting: without it, slurmrestd fails to start when it
+    # loads them, so then only the /slurm/ ones
+    plugins=()
+    if ! grep -qiE '^[[:space:]]*AccountingStorageType[[:space:]]*=[[:space:]]*accounting_storage/slurmdbd' "$SLURM_CONF"; then
+      plugins=(-s openapi/slurmctld)
+      log "no slurmdbd accounting in slurm.conf: serving the /slurm/ endpoints only"
+    fi
+    log "starting slurmrestd -a rest_auth/jwt ${plugins[*]} $*"
+    exec /usr/sbin/slurmrestd -a rest_auth/jwt "${plugins[@]}" "$@" ;;
   *)
     log "running $ROLE $*"
     exec "$ROLE" "$@" ;;
