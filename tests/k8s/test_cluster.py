@@ -178,10 +178,16 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     cluster.timings["site_reconfigure_run_s"] = seconds
     assert changed > 0 and "Reconfigure Slurm" in proc.stdout
     assert "12345" in cluster.ctld("scontrol", "show", "config").stdout.split("MaxJobCount")[1].split("\n")[0]
-    assert cluster.kube.pod_identity(cluster.namespace) == before, "a pod was replaced or restarted"
-    # the only object written is the slurm.conf ConfigMap
+    after = cluster.kube.pod_identity(cluster.namespace)
+
+    def daemons(pods):
+        return {name: identity for name, identity in pods.items() if not name.startswith("slurmrestd-")}
+    assert daemons(after) == daemons(before), "a Slurm pod was replaced or restarted"
+    # slurmrestd reads slurm.conf only at start: its Deployment rolls (a new pod Ready before the old goes)
+    assert set(after) - set(daemons(after)) != set(before) - set(daemons(before)), "slurmrestd kept its old slurm.conf"
+    # the only objects written: the slurm.conf ConfigMap, and slurmrestd's pod template (its checksum)
     written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name")) for w in cluster.kube.writes_since(position, cluster.namespace)}
-    assert written == {("patch", "configmaps", "slurm-config")}, written
+    assert written == {("patch", "configmaps", "slurm-config"), ("patch", "deployments", "slurmrestd")}, written
 
 
 def test_accounting_as_code_limits_and_enforcement(cluster):
