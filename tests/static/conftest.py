@@ -8,6 +8,7 @@ fail before anything is written.
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import importlib.machinery
 import importlib.util
@@ -31,6 +32,8 @@ POWER_PROGRAM = ROOT / "images" / "slurm" / "slurm-k8s-power"
 VALUE_SETS = sorted(p.stem for p in VALUES.glob("*.yml"))
 # renders run with -vvv, whose output must hold no secret value (the generated Secrets, and a
 # user-supplied external database password)
+# the password in the site's own Secret of the external-db-secret run (read by the database role)
+EXTERNAL_DB_PASSWORD = "S1te-owned-DB-pass"
 VERBOSE_SETS = ("defaults", "external-db-nfs-nodeport")
 
 
@@ -140,7 +143,7 @@ class Runs:
         # Last in the queue: they start from the defaults render and wait for it.
         self.futures["restart/slurm-conf"] = self.pool.submit(self._variant, "slurm-conf")
         self.futures["restart/munge-key"] = self.pool.submit(self._variant, "munge-key")
-        for kind in ("munge-key-missing", "database-missing", "other-instance", "adopted"):
+        for kind in ("munge-key-missing", "database-missing", "other-instance", "adopted", "external-db-secret"):
             self.futures["refuse/" + kind] = self.pool.submit(self._variant, kind)
         for kind in ("render", "check", "failing"):
             self.futures["keys/" + kind] = self.pool.submit(self._key_run, kind)
@@ -185,6 +188,13 @@ class Runs:
             variables.update(cluster_name="other", cluster_namespace="slurm")
             if kind == "adopted":
                 variables["cluster_adopt_instance"] = "slurm"
+        elif kind == "external-db-secret":
+            # the site's own Secret, next to the rendered files, holds the external database's password
+            (target / "slurm" / "secret-site-db.yaml").write_text(yaml.safe_dump({
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "site-db", "namespace": "slurm"},
+                "data": {"password": base64.b64encode(EXTERNAL_DB_PASSWORD.encode()).decode()}}))
+            variables.update(database_mode="external", database_external_host="db.example.org",
+                             database_external_password_secret={"name": "site-db", "key": "password"})
         return playbook(kind, target, variables)
 
     def result(self, name) -> Run:

@@ -22,6 +22,10 @@ CASES = [
      "config_partitions"),
     ("external-db-no-password", {"database_mode": "external", "database_external_host": "db.example.org"},
      "database_external_password"),
+    # the Secret is read in the preflight (here from the empty render directory), before anything is written
+    ("external-db-secret-missing", {"database_mode": "external", "database_external_host": "db.example.org",
+                                    "database_external_password_secret": {"name": "site-db", "key": "password"}},
+     "database_external_password_secret: there is no Secret site-db in the render directory"),
     ("login-node-port-out-of-range", {"login_service_type": "NodePort", "login_node_port": 80}, "login_node_port"),
     ("slurmrestd-port-clash", {"cluster_slurmrestd_enabled": True, "slurmrestd_service_type": "NodePort",
                                "slurmrestd_node_port": 30022, "login_service_type": "NodePort", "login_node_port": 30022},

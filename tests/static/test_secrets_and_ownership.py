@@ -4,7 +4,10 @@ instance's namespace (unless adopted on purpose). The same for the Kubernetes AP
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import re
 
 import pytest
 
@@ -32,7 +35,10 @@ def test_no_key_material_is_left_behind(runs, kind):
     left = [str(p) for p in run.tmpdir.rglob("*")]
     assert left == [], "left in the controller's temp directory: %s" % left
     if kind == "check":
+        # check mode reports the files it would write (k8s_render) and writes none
         assert not (run.render_dir / "slurm").exists()
+        assert "TASK [hpc.slurm_k8s.resources : Write manifests]" in run.output
+        assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=[1-9]", run.output), run.output[-2000:]
 
 
 def test_a_missing_munge_key_of_a_deployed_instance_is_refused(runs, renders):
@@ -67,3 +73,17 @@ def test_an_adopted_namespace_is_relabelled_and_keeps_its_secrets(runs, renders)
     assert {doc["metadata"]["labels"]["app.kubernetes.io/instance"] for doc in run.docs().values()} == {"other"}
     for name in ("munge-key", "slurm-database", "ssh-host-keys"):
         assert run.get("Secret", name)["data"] == before.get("Secret", name)["data"]
+
+
+def test_an_external_database_password_comes_from_the_sites_secret(runs, renders):
+    """database_external_password_secret is read from the backend (here the render directory) and the
+    password reaches slurmdbd.conf, nowhere else; the internal database is removed."""
+    from conftest import EXTERNAL_DB_PASSWORD  # pylint: disable=import-outside-toplevel
+    run = runs.result("refuse/external-db-secret").check()
+    slurmdbd_conf = base64.b64decode(run.get("Secret", "slurmdbd-config")["data"]["slurmdbd.conf"]).decode()
+    assert "StoragePass=%s\n" % EXTERNAL_DB_PASSWORD in slurmdbd_conf and "StorageHost=db.example.org\n" in slurmdbd_conf
+    assert not (run.render_dir / "slurm" / "statefulset-mariadb.yaml").exists()
+    assert EXTERNAL_DB_PASSWORD not in run.output
+    leaked = [path for path, doc in run.docs().items()
+              if doc["kind"] != "Secret" and EXTERNAL_DB_PASSWORD in json.dumps(doc)]
+    assert leaked == []

@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# Copyright: hpc.slurm_k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters over manifests for both backends: placing them in the cluster namespace, and the file of a
+resource in the render directory (the naming rule lives in plugins/plugin_utils/_manifests.py)."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _manifests
+
+
+def k8s_namespaced(definitions, namespace):
+    """`definitions` with metadata.namespace = `namespace` for every namespaced kind, cluster-scoped
+    ones first (k8s_manifest_problems names incomplete ones)."""
+    return _manifests.in_namespace(definitions, namespace)
+
+
+def k8s_manifest_problems(definitions):
+    """One message per manifest that lacks apiVersion, kind or metadata.name; empty when all are complete."""
+    return _manifests.problems(definitions)
+
+
+def k8s_manifest_path(render_dir, kind, name, namespace=None):
+    """The file of resource `kind`/`name` (a glob such as '*' for every one of a kind) in the render
+    directory: <render_dir>/<namespace>/<kind>-<name>.yaml, cluster-scoped kinds under _cluster/."""
+    try:
+        return os.path.join(str(render_dir), _manifests.relative_path(kind, name, namespace))
+    except _manifests.ManifestError as error:
+        raise AnsibleFilterError("k8s_manifest_path: %s" % error) from None
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"k8s_namespaced": k8s_namespaced, "k8s_manifest_problems": k8s_manifest_problems,
+                "k8s_manifest_path": k8s_manifest_path}

@@ -1,0 +1,87 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, hpc.slurm_k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# The work is done by the action plugin of the same name (plugins/action/k8s_render.py), on the
+# controller; this file holds its documentation.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: k8s_render
+short_description: Write Kubernetes manifests to a render directory, changing only what differs
+version_added: 0.1.0
+attributes:
+  check_mode:
+    support: full
+    description: Compares and reports what it would write or remove, and writes nothing.
+  diff_mode:
+    support: partial
+    description: Before and after of each changed file; for a Secret only its path (the content is never shown).
+description:
+  - The directory backend of the C(hpc.slurm_k8s.resources) role (C(cluster_render_dir)); runs on the
+    controller in one step for any number of manifests, comparing each with its file in memory.
+  - "Layout: C(<directory>/<namespace>/<kind>-<name>.yaml), cluster-scoped kinds under C(_cluster/)."
+  - Each file holds one manifest as YAML with sorted keys, so an unchanged manifest writes nothing and
+    reports no change. Secrets are written with mode 0600, other files 0644; directories are created 0755.
+  - Writes are atomic (temporary file in the same directory, then rename).
+  - The result names files only, never their content.
+options:
+  directory:
+    description: The render directory (absolute path).
+    type: path
+    required: true
+  definitions:
+    description:
+      - Manifests with C(apiVersion), C(kind), C(metadata.name), and C(metadata.namespace) for namespaced kinds.
+    type: list
+    elements: dict
+    default: []
+  state:
+    description: C(present) writes each manifest's file; C(absent) removes them.
+    type: str
+    choices: [present, absent]
+    default: present
+author:
+  - hpc.slurm_k8s maintainers (@hpc-slurm-k8s)
+"""
+
+EXAMPLES = r"""
+- name: Write the manifests
+  hpc.slurm_k8s.k8s_render:
+    directory: /srv/render
+    definitions:
+      - apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: example, namespace: slurm}
+        data: {key: value}
+"""
+
+RETURN = r"""
+created:
+  description: Files written that did not exist.
+  returned: always
+  type: list
+  elements: str
+updated:
+  description: Files whose content was replaced.
+  returned: always
+  type: list
+  elements: str
+modes_fixed:
+  description: Files whose content was right but whose mode was not.
+  returned: always
+  type: list
+  elements: str
+removed:
+  description: Files removed (state absent).
+  returned: always
+  type: list
+  elements: str
+unchanged:
+  description: How many manifests already matched their files.
+  returned: always
+  type: int
+"""

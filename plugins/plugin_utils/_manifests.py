@@ -1,0 +1,153 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, hpc.slurm_k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The render directory: where each manifest lives, what its file holds, and writing only what changed.
+
+The one place that knows the directory layout (the k8s_render action writes it, the
+k8s_manifest_path filter names files for the roles that read it):
+
+    <render_dir>/<namespace>/<kind>-<name>.yaml    namespaced resources (kind in lower case)
+    <render_dir>/_cluster/<kind>-<name>.yaml       cluster-scoped resources
+
+A file holds one manifest as YAML with sorted keys (to_nice_yaml, indent 2), so an unchanged
+manifest is byte-identical to its file and nothing is written. Secrets are written 0600, the rest
+0644. Writes are atomic (a temporary file in the same directory, then rename), so a command that
+applies the directory never reads half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ansible.plugins.filter.core import to_nice_yaml
+
+# Kinds that live outside any namespace: no metadata.namespace, files under <render_dir>/_cluster/.
+CLUSTER_KINDS = frozenset(("Namespace", "PersistentVolume", "StorageClass", "ClusterRole", "ClusterRoleBinding",
+                           "PriorityClass", "CustomResourceDefinition"))
+CLUSTER_DIR = "_cluster"
+SECRET_MODE = 0o600
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+
+
+class ManifestError(ValueError):
+    """A definition that cannot be placed (no kind, no name, no namespace for a namespaced kind)."""
+
+
+def relative_path(kind, name, namespace=None):
+    """The file of one resource, relative to the render directory; `name` may be a glob ('*')."""
+    if not kind or not name:
+        raise ManifestError("a manifest needs a kind and metadata.name (got kind=%r, name=%r)" % (kind, name))
+    if kind in CLUSTER_KINDS:
+        folder = CLUSTER_DIR
+    elif namespace:
+        folder = namespace
+    else:
+        raise ManifestError("%s/%s is namespaced but has no metadata.namespace" % (kind, name))
+    return "%s/%s-%s.yaml" % (folder, str(kind).lower(), name)
+
+
+def manifest_path(render_dir, definition):
+    meta = definition.get("metadata") or {}
+    return os.path.join(render_dir, relative_path(definition.get("kind"), meta.get("name"), meta.get("namespace")))
+
+
+def content(definition):
+    return to_nice_yaml(definition, indent=2, sort_keys=True, width=4096)
+
+
+def problems(definitions):
+    """What keeps `definitions` from being applied or written: one message per manifest that lacks
+    apiVersion, kind or metadata.name (by position and name); empty when all are complete."""
+    if not isinstance(definitions, list):
+        return ["expected a list of manifests, got %s" % type(definitions).__name__]
+    found = []
+    for index, definition in enumerate(definitions):
+        meta = definition.get("metadata") if isinstance(definition, dict) else None
+        missing = [field for field, value in (("apiVersion", isinstance(meta, dict) and definition.get("apiVersion")),
+                                              ("kind", isinstance(meta, dict) and definition.get("kind")),
+                                              ("metadata.name", isinstance(meta, dict) and meta.get("name")))
+                   if not value]
+        if missing:
+            found.append("manifest %d (%s/%s) has no %s" % (
+                index, definition.get("kind", "?") if isinstance(definition, dict) else type(definition).__name__,
+                meta.get("name", "?") if isinstance(meta, dict) else "?", ", ".join(missing)))
+    return found
+
+
+def in_namespace(definitions, namespace):
+    """The definitions with metadata.namespace set to `namespace` for namespaced kinds, cluster-scoped
+    ones first (unchanged: a Namespace is applied before what lives in it). Incomplete definitions pass
+    through as they are (problems() names them)."""
+    if not isinstance(definitions, list):
+        return definitions
+    cluster_scoped, placed = [], []
+    for definition in definitions:
+        meta = definition.get("metadata") if isinstance(definition, dict) else None
+        if not isinstance(meta, dict):
+            placed.append(definition)
+        elif definition.get("kind") in CLUSTER_KINDS:
+            cluster_scoped.append(definition)
+        else:
+            placed.append(dict(definition, metadata=dict(meta, namespace=namespace)))
+    return cluster_scoped + placed
+
+
+def read_text(path):
+    try:
+        with open(path, "r", encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def plan(render_dir, definitions, state):
+    """What bringing the directory to `state` (present: every file holds its manifest; absent: no file
+    of these manifests exists) takes: a list of steps (path, action, text or None, mode, secret),
+    action one of 'create', 'update', 'chmod', 'remove'; unchanged files give no step."""
+    steps = []
+    for definition in definitions:
+        path = manifest_path(render_dir, definition)
+        secret = definition.get("kind") == "Secret"
+        current = read_text(path)
+        if state == "absent":
+            if current is not None:
+                steps.append((path, "remove", None, None, secret))
+            continue
+        text, mode = content(definition), SECRET_MODE if secret else FILE_MODE
+        if current is None:
+            steps.append((path, "create", text, mode, secret))
+        elif current != text:
+            steps.append((path, "update", text, mode, secret))
+        elif os.stat(path).st_mode & 0o7777 != mode:
+            steps.append((path, "chmod", None, mode, secret))
+    return steps
+
+
+def _write(path, text, mode):
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, mode=DIR_MODE, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".%s." % os.path.basename(path))
+    try:
+        os.fchmod(handle, mode)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def apply(steps):
+    for path, action, text, mode, _secret in steps:
+        if action == "remove":
+            os.unlink(path)
+        elif action == "chmod":
+            os.chmod(path, mode)
+        else:
+            _write(path, text, mode)

@@ -1,0 +1,122 @@
+# -*- coding: utf-8 -*-
+# Copyright: hpc.slurm_k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The render directory (plugins/plugin_utils/_manifests.py): the naming rule, what counts as unchanged,
+atomic writes with the right modes, and reading back through the k8s_resources lookup."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import stat
+
+import pytest
+
+from ansible.errors import AnsibleLookupError
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible_collections.hpc.slurm_k8s.plugins.lookup.k8s_resources import LookupModule
+from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _manifests
+
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "slurm-config", "namespace": "slurm",
+                                                                   "labels": {"app": "slurm"}},
+             "data": {"slurm.conf": "ClusterName=slurm\n", "b": True}}
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "munge-key", "namespace": "slurm"},
+          "data": {"munge.key": "c2VjcmV0"}}
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "slurm"}}
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("kind, name, namespace, expected", [
+    ("ConfigMap", "slurm-config", "slurm", "slurm/configmap-slurm-config.yaml"),
+    ("StatefulSet", "*", "slurm", "slurm/statefulset-*.yaml"),
+    ("Namespace", "slurm", None, "_cluster/namespace-slurm.yaml"),
+    ("PriorityClass", "slurm", "ignored", "_cluster/priorityclass-slurm.yaml"),
+])
+def test_one_naming_rule(kind, name, namespace, expected):
+    assert _manifests.relative_path(kind, name, namespace) == expected
+
+
+def test_a_namespaced_kind_without_namespace_is_an_error():
+    with pytest.raises(_manifests.ManifestError, match="ConfigMap/x is namespaced but has no metadata.namespace"):
+        _manifests.relative_path("ConfigMap", "x")
+
+
+def test_cluster_scoped_first_and_namespace_set():
+    placed = _manifests.in_namespace([dict(CONFIGMAP, metadata={"name": "a", "namespace": "other"}), NAMESPACE], "slurm")
+    assert [doc["kind"] for doc in placed] == ["Namespace", "ConfigMap"]
+    assert placed[1]["metadata"]["namespace"] == "slurm" and "namespace" not in placed[0]["metadata"]
+
+
+def test_problems_name_the_incomplete_manifest():
+    assert _manifests.problems([CONFIGMAP, {"kind": "Service", "metadata": {}}]) == [
+        "manifest 1 (Service/?) has no apiVersion, metadata.name"]
+    assert _manifests.problems([CONFIGMAP, SECRET, NAMESPACE]) == []
+
+
+def test_create_then_nothing_then_update_then_remove(tmp_path):
+    steps = _manifests.plan(str(tmp_path), [CONFIGMAP, SECRET, NAMESPACE], "present")
+    assert [(os.path.relpath(path, str(tmp_path)), action) for path, action, _t, _m, _s in steps] == [
+        ("slurm/configmap-slurm-config.yaml", "create"), ("slurm/secret-munge-key.yaml", "create"),
+        ("_cluster/namespace-slurm.yaml", "create")]
+    _manifests.apply(steps)
+    text = (tmp_path / "slurm" / "configmap-slurm-config.yaml").read_text()
+    # the format the directory has always had: sorted keys, indent 2, booleans as YAML booleans
+    assert text.startswith("apiVersion: v1\ndata:\n  b: true\n  slurm.conf: 'ClusterName=slurm\n\n    '\nkind: ConfigMap\n")
+    assert mode(str(tmp_path / "slurm" / "secret-munge-key.yaml")) == 0o600
+    assert mode(str(tmp_path / "slurm" / "configmap-slurm-config.yaml")) == 0o644
+    assert mode(str(tmp_path / "slurm")) == 0o755
+    assert sorted(os.listdir(str(tmp_path / "slurm"))) == ["configmap-slurm-config.yaml", "secret-munge-key.yaml"]
+
+    assert _manifests.plan(str(tmp_path), [CONFIGMAP, SECRET, NAMESPACE], "present") == []
+
+    os.chmod(str(tmp_path / "slurm" / "secret-munge-key.yaml"), 0o644)
+    changed = dict(CONFIGMAP, data={"slurm.conf": "ClusterName=other\n"})
+    steps = _manifests.plan(str(tmp_path), [changed, SECRET], "present")
+    assert [action for _p, action, _t, _m, _s in steps] == ["update", "chmod"]
+    _manifests.apply(steps)
+    assert "ClusterName=other" in (tmp_path / "slurm" / "configmap-slurm-config.yaml").read_text()
+    assert mode(str(tmp_path / "slurm" / "secret-munge-key.yaml")) == 0o600
+
+    steps = _manifests.plan(str(tmp_path), [changed, SECRET, dict(SECRET, metadata={"name": "gone", "namespace": "slurm"})],
+                            "absent")
+    assert [action for _p, action, _t, _m, _s in steps] == ["remove", "remove"]
+    _manifests.apply(steps)
+    assert os.listdir(str(tmp_path / "slurm")) == []
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    _manifests.apply(_manifests.plan(str(tmp_path), [CONFIGMAP], "present"))
+    before = (tmp_path / "slurm" / "configmap-slurm-config.yaml").read_text()
+
+    def broken(_fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(OSError, match="disk full"):
+        _manifests.apply(_manifests.plan(str(tmp_path), [dict(CONFIGMAP, data={"x": "y"})], "present"))
+    assert (tmp_path / "slurm" / "configmap-slurm-config.yaml").read_text() == before
+    assert os.listdir(str(tmp_path / "slurm")) == ["configmap-slurm-config.yaml"]
+
+
+def lookup(render_dir, **kwargs):
+    loader = DataLoader()
+    plugin = LookupModule(loader=loader, templar=Templar(loader=loader))
+    return plugin.run([], variables={"cluster_namespace": "slurm", "cluster_render_dir": str(render_dir)}, **kwargs)
+
+
+def test_the_lookup_reads_the_directory_by_the_same_rule(tmp_path):
+    other = dict(CONFIGMAP, metadata={"name": "other", "namespace": "slurm", "labels": {"app": "x"}})
+    _manifests.apply(_manifests.plan(str(tmp_path), [CONFIGMAP, other, SECRET, NAMESPACE], "present"))
+    assert lookup(tmp_path, kind="ConfigMap", name="slurm-config") == [CONFIGMAP]
+    assert lookup(tmp_path, kind="ConfigMap", name="missing") == []
+    assert [doc["metadata"]["name"] for doc in lookup(tmp_path, kind="ConfigMap")] == ["other", "slurm-config"]
+    assert lookup(tmp_path, kind="ConfigMap", label_selector="app=slurm") == [CONFIGMAP]
+    assert lookup(tmp_path, kind="Namespace", name="slurm") == [NAMESPACE]
+    assert lookup(tmp_path, kind="Secret", namespace="elsewhere") == []
+    with pytest.raises(AnsibleLookupError, match="key=value terms only"):
+        lookup(tmp_path, kind="ConfigMap", label_selector="app!=slurm")
