@@ -5,9 +5,10 @@ Side by side, in one run, alternating the two for each value set of tests/static
   first     a render into an empty directory (Secrets generated, every file written)
   no-op     the same run again on that directory (nothing may change)
 
-For each it reports the wall time, the tasks executed (ok + changed in the recap) and the module
-processes forked (counted by a callback: every task whose action is not run inside the controller,
-i.e. not set_fact/assert/debug/include/meta or one of our controller-side actions), and checks that
+For each it reports the wall time, the tasks executed (ok in the recap: changed ones included) and
+the module runs (counted by a callback: each task, or loop item, that ran and whose action does not
+run inside the controller, i.e. not set_fact/assert/debug/include/meta or one of our controller-side
+actions; `copy` runs two modules per file and counts once), and checks that
 the two revisions render byte-identical files once they hold the same Secrets (the checkout re-renders
 a copy of the baseline's directory and must report changed=0 and leave it unchanged).
 
@@ -33,6 +34,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 VALUES = ROOT / "tests" / "static" / "values"
+# the venv's ansible-playbook (the benchmark runs with .venv/bin/python), else the one on PATH
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook")) \
+    if Path(sys.executable).with_name("ansible-playbook").exists() else "ansible-playbook"
 RECAP = re.compile(r"localhost\s*:\s*ok=(\d+)\s+changed=(\d+)")
 # actions that run in the controller process (no module fork)
 CONTROLLER_ACTIONS = {"set_fact", "assert", "debug", "include_tasks", "include_role", "import_tasks", "meta",
@@ -50,8 +54,8 @@ class CallbackModule(CallbackBase):
         self.actions = []
     def _count(self, result):
         results = result._result.get("results")
-        self.actions.append((result._task.action.rpartition(".")[2], len(results) if results else 1,
-                             bool(result._result.get("skipped"))))
+        ran = len([item for item in results if not item.get("skipped")]) if results else 1
+        self.actions.append((result._task.action.rpartition(".")[2], ran, bool(result._result.get("skipped"))))
     v2_runner_on_ok = v2_runner_on_failed = _count
     def v2_playbook_on_stats(self, stats):
         with open(os.environ["FORKS_OUT"], "w") as out:
@@ -71,7 +75,7 @@ def render(collections, source, variables, render_dir, callbacks):
                ANSIBLE_CALLBACK_PLUGINS=str(callbacks), ANSIBLE_CALLBACKS_ENABLED="forks", FORKS_OUT=str(counted),
                ANSIBLE_PIPELINING="1", ANSIBLE_NOCOLOR="1")
     started = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", "playbooks/site.yml", "-e", "@%s" % vars_file], cwd=str(source),
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "playbooks/site.yml", "-e", "@%s" % vars_file], cwd=str(source),
                           env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
     recap = RECAP.search(proc.stdout)
@@ -109,9 +113,11 @@ def main():
             row = {}
             for side, (collections, source) in sides.items():
                 out = work / side / name
+                out.parent.mkdir(parents=True, exist_ok=True)
                 row[side] = {"first": render(collections, source, variables, out, work),
                              "no-op": render(collections, source, variables, out, work)}
             copy = work / "same-secrets" / name
+            copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(str(work / "base" / name), str(copy))
             again = render(collections_of_checkout, ROOT, variables, copy, work)
             row["byte_identical"] = again["changed"] == 0 and identical(work / "base" / name, copy)

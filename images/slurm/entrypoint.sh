@@ -149,25 +149,18 @@ start_munge() {
     log "no munge key at $MUNGE_KEY_SRC: munged not started"; return 0
   fi
   local sock=/run/munge/munge.socket.2
+  # (the daemon roles are root, checked at the start; only a plain command can get here as another user)
   if [[ $IS_ROOT != true ]]; then
     log "not root: munged not started (commands needing munge will fail)"; return 0
   fi
-  if [[ $IS_ROOT == true ]]; then
-    install -d -o munge -g munge -m 0700 /etc/munge /var/lib/munge /var/log/munge
-    install -d -o munge -g munge -m 0755 /run/munge
-    install -o munge -g munge -m 0400 "$MUNGE_KEY_SRC" /etc/munge/munge.key
-  else
-    install -m 0400 "$MUNGE_KEY_SRC" /etc/munge/munge.key
-  fi
+  install -d -o munge -g munge -m 0700 /etc/munge /var/lib/munge /var/log/munge
+  install -d -o munge -g munge -m 0755 /run/munge
+  install -o munge -g munge -m 0400 "$MUNGE_KEY_SRC" /etc/munge/munge.key
   # a restarted container keeps /run: remove the previous munged's socket, lock and pid files
   rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock /run/munge/munged.pid
   local -a cmd=(/usr/sbin/munged --num-threads="${SLURM_K8S_MUNGE_THREADS:-4}")
-  if [[ $IS_ROOT == true ]]; then
-    setpriv --reuid=munge --regid=munge --init-groups "${cmd[@]}" ||
-      { tail -n 20 /var/log/munge/munged.log >&2 2>/dev/null || true; die "munged failed to start"; }
-  else
-    "${cmd[@]}" || die "munged failed to start"
-  fi
+  setpriv --reuid=munge --regid=munge --init-groups "${cmd[@]}" ||
+    { tail -n 20 /var/log/munge/munged.log >&2 2>/dev/null || true; die "munged failed to start"; }
   for _ in $(seq 1 100); do
     [[ -S $sock ]] && break
     sleep 0.1
@@ -233,11 +226,7 @@ users_for_nss_wrapper() {
 setup_slurmdbd() {
   [[ -f $DBD_CONF_SRC ]] || die "missing $DBD_CONF_SRC (mount the slurmdbd Secret at ${DBD_CONF_SRC%/*}/)"
   rm -f "$SLURM_ETC/slurmdbd.conf"
-  if [[ $IS_ROOT == true ]]; then
-    install -o slurm -g slurm -m 0600 "$DBD_CONF_SRC" "$SLURM_ETC/slurmdbd.conf"
-  else
-    install -m 0600 "$DBD_CONF_SRC" "$SLURM_ETC/slurmdbd.conf"
-  fi
+  install -o slurm -g slurm -m 0600 "$DBD_CONF_SRC" "$SLURM_ETC/slurmdbd.conf"
   install_jwt_key
 }
 
@@ -252,14 +241,12 @@ install_jwt_key() {
 
 setup_slurmctld() {
   install_jwt_key
-  if [[ $IS_ROOT == true ]]; then
-    mkdir -p "$STATE_DIR"
-    # fix ownership of a fresh or foreign volume; leave an already-correct one alone (can be large)
-    if [[ $(stat -c %U "$STATE_DIR") != slurm ]]; then
-      chown -R slurm:slurm "$STATE_DIR"
-    fi
-    chmod 0750 "$STATE_DIR"
+  mkdir -p "$STATE_DIR"
+  # fix ownership of a fresh or foreign volume; leave an already-correct one alone (can be large)
+  if [[ $(stat -c %U "$STATE_DIR") != slurm ]]; then
+    chown -R slurm:slurm "$STATE_DIR"
   fi
+  chmod 0750 "$STATE_DIR"
 }
 
 setup_login() {

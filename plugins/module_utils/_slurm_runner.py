@@ -15,10 +15,13 @@ __metaclass__ = type
 
 import re
 
-# Slurm prints some failures on stderr with rc 0 (e.g. `scontrol show hostnames 'n[2-1]'` prints
-# "Invalid hostlist" and exits 0). Treat those as failures too: a command we cannot trust must
-# never be read as an empty answer.
-_STDERR_FAILURE = re.compile(r"(^|\s)(error|fatal):|\bInvalid\b", re.IGNORECASE)
+# Slurm prints some failures on stderr with rc 0: treat those as failures too, a command we cannot
+# trust must never be read as an empty answer. Every command: an "error:" or "fatal:" line. The
+# hostlist commands also print a bare "Invalid hostlist" with rc 0 (`scontrol show hostnames 'n[2-1]'`),
+# a word other commands may print on stderr about something else (a warning that names an invalid
+# option of slurm.conf, say) without failing.
+_STDERR_FAILURE = re.compile(r"(^|\s)(error|fatal):", re.IGNORECASE)
+_HOSTLIST_STDERR_FAILURE = re.compile(r"(^|\s)(error|fatal):|\bInvalid\b", re.IGNORECASE)
 
 SLURM_COMMON_ARGUMENT_SPEC = dict(
     slurm_conf=dict(type="path"),
@@ -84,12 +87,13 @@ class SlurmRunner:
             self._paths[name] = path
         return self._paths[name]
 
-    def run(self, binary, args):
-        """Run `binary args...` and return its stdout; raise SlurmCommandError on any failure."""
+    def run(self, binary, args, stderr_failure=_STDERR_FAILURE):
+        """Run `binary args...` and return its stdout; raise SlurmCommandError on any failure (a non-zero
+        exit, or stderr matching `stderr_failure`)."""
         argv = [self._binary(binary)] + [str(arg) for arg in args]
         self.commands.append(argv)
         rc, stdout, stderr = self._module.run_command(argv, check_rc=False, environ_update=self._environ)
-        if rc != 0 or _STDERR_FAILURE.search(stderr or ""):
+        if rc != 0 or stderr_failure.search(stderr or ""):
             raise SlurmCommandError(argv, rc, stdout, stderr)
         return stdout
 
@@ -98,10 +102,10 @@ class SlurmRunner:
         return self.run("scontrol", ["show", "node", "--oneliner"])
 
     def expand_hostlists(self, expressions):
-        return self.run("scontrol", ["show", "hostnames", ",".join(expressions)])
+        return self.run("scontrol", ["show", "hostnames", ",".join(expressions)], _HOSTLIST_STDERR_FAILURE)
 
     def compress_hostlist(self, names):
-        return self.run("scontrol", ["show", "hostlist", ",".join(names)]).strip()
+        return self.run("scontrol", ["show", "hostlist", ",".join(names)], _HOSTLIST_STDERR_FAILURE).strip()
 
     def update_nodes(self, hostlist, state, reason=None):
         args = ["update", "nodename=%s" % hostlist, "state=%s" % state]

@@ -13,6 +13,7 @@ Used as a library by tests/integration/conftest.py and benchmarks/, and as a com
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import pwd
 import shutil
@@ -23,6 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.support.proc import wait_for  # noqa: E402  pylint: disable=wrong-import-position
+
 SLURM_USER = "slurm"
 
 
@@ -30,16 +34,8 @@ class SlurmHostError(RuntimeError):
     """The host cluster could not be started or stopped; the message names the daemon and its log."""
 
 
-def _wait_for(predicate, timeout: float, what: str, log: Path | None = None, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    tail = ""
-    if log is not None and log.exists():
-        tail = "\n--- last lines of %s ---\n%s" % (log, "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
-    raise SlurmHostError("timed out after %.0f s waiting for %s%s" % (timeout, what, tail))
+# the daemons start in well under a second: poll often; a timeout is the host cluster's error
+_wait = functools.partial(wait_for, interval=0.1, error=SlurmHostError)
 
 
 def _port_open(port: int) -> bool:
@@ -63,8 +59,8 @@ def ensure_munged(timeout: float = 10.0) -> None:
     Path("/run/munge").mkdir(parents=True, exist_ok=True)
     shutil.chown("/run/munge", "munge", "munge")
     subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
-    _wait_for(lambda: subprocess.run(["munge", "-n"], capture_output=True, check=False).returncode == 0,
-              timeout, "munged to answer")
+    _wait(lambda: subprocess.run(["munge", "-n"], capture_output=True, check=False).returncode == 0,
+          timeout, "munged to answer")
 
 
 class SlurmHostCluster:
@@ -191,7 +187,7 @@ class SlurmHostCluster:
                  "--pid-file=%s" % (self.workdir / "db" / "mariadb.pid"),
                  "--innodb-buffer-pool-size=64M", "--skip-log-bin"],
                 stdout=out, stderr=out, start_new_session=True)
-        _wait_for(lambda: _port_open(self.db_port), 60, "MariaDB on port %d" % self.db_port, log)
+        _wait(lambda: _port_open(self.db_port), 60, "MariaDB on port %d" % self.db_port, log=log)
         sql = ("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'itest-only';"
                "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';")
         subprocess.run(["mariadb", "--socket=%s" % sock, "-e", sql], check=True, capture_output=True)
@@ -207,9 +203,9 @@ class SlurmHostCluster:
             self._start_mariadb()
             # slurmdbd finds slurmdbd.conf beside $SLURM_CONF (22.05 has no -f).
             self._start(["slurmdbd", "-D"], "slurmdbd.out")
-            _wait_for(lambda: _port_open(self.dbd_port), timeout, "slurmdbd", self.log_dir / "slurmdbd.log")
+            _wait(lambda: _port_open(self.dbd_port), timeout, "slurmdbd", log=self.log_dir / "slurmdbd.log")
         self._start(["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
-        _wait_for(self.ping, timeout, "slurmctld to answer scontrol ping", self.log_dir / "slurmctld.log")
+        _wait(self.ping, timeout, "slurmctld to answer scontrol ping", log=self.log_dir / "slurmctld.log")
         if self.start_slurmd:
             for node in self.node_names:
                 self.start_slurmd_node(node)
@@ -226,7 +222,7 @@ class SlurmHostCluster:
 
     def start_slurmctld(self, timeout: float = 60.0) -> None:
         self._start(["slurmctld", "-D", "-f", str(self.conf)], "slurmctld.out")
-        _wait_for(self.ping, timeout, "slurmctld to answer scontrol ping", self.log_dir / "slurmctld.log")
+        _wait(self.ping, timeout, "slurmctld to answer scontrol ping", log=self.log_dir / "slurmctld.log")
 
     def stop_slurmctld(self) -> None:
         self._kill_pidfile(self.workdir / "run" / "slurmctld.pid", signal.SIGTERM)
@@ -241,7 +237,7 @@ class SlurmHostCluster:
         except (OSError, ValueError):
             return
         try:
-            _wait_for(lambda: not _pid_alive(pidfile), timeout, "%s to exit" % pidfile.name)
+            _wait(lambda: not _pid_alive(pidfile), timeout, "%s to exit" % pidfile.name)
         except SlurmHostError:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -270,8 +266,8 @@ class SlurmHostCluster:
         def all_idle():
             states = self.node_states()
             return all(states.get(n) == "idle" for n in nodes)
-        _wait_for(all_idle, timeout, "nodes %s to be idle (now: %s)" % (",".join(nodes), "see sinfo"),
-                  self.log_dir / "slurmctld.log", interval=0.3)
+        _wait(all_idle, timeout, "nodes %s to be idle (now: %s)" % (",".join(nodes), "see sinfo"),
+              log=self.log_dir / "slurmctld.log", interval=0.3)
 
     def reset_nodes(self) -> None:
         """Cancel every job and return every node to service, so each test starts from idle nodes."""

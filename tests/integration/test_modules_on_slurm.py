@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-import time
+from tests.support.proc import wait_for  # (conftest's slurmhost import put the repository on sys.path)
 
 TAG = "hpc.slurm_k8s:upgrade"
 
@@ -21,15 +21,6 @@ def submit(cluster, node, script="sleep 300", user=None):
 def job_state(cluster, job_id):
     out = cluster.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], check=False).stdout.strip()
     return out or "GONE"
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting for %s" % what)
 
 
 def node(cluster, name):

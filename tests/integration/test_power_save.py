@@ -44,7 +44,8 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "unit" / "powersave"))
 from fakekube import FakeKube  # noqa: E402
-from slurmhost import SlurmHostCluster, ensure_munged  # noqa: E402
+from slurmhost import SlurmHostCluster, ensure_munged  # noqa: E402  (puts the repository on sys.path)
+from tests.support.proc import wait_for  # noqa: E402
 
 PROGRAM = ROOT / "images" / "slurm" / "slurm-k8s-power"
 SITE = ROOT / "playbooks" / "site.yml"
@@ -329,16 +330,6 @@ def called_for(cluster: PowerSaveCluster, command: str) -> set[str]:
     for hostlist in re.findall(r" %s INFO called for (\S+)" % re.escape(command), power_log(cluster)):
         nodes.update(cluster.run(["scontrol", "show", "hostnames", hostlist]).stdout.split())
     return nodes
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
 def job_info(cluster: PowerSaveCluster, job_id: str) -> dict[str, str]:

@@ -143,6 +143,8 @@ class Runs:
         # Last in the queue: they start from the defaults render and wait for it.
         self.futures["restart/slurm-conf"] = self.pool.submit(self._variant, "slurm-conf")
         self.futures["restart/munge-key"] = self.pool.submit(self._variant, "munge-key")
+        for kind in ("tags-slurmd", "tags-config"):
+            self.futures["restart/" + kind] = self.pool.submit(self._variant, kind)
         for kind in ("munge-key-missing", "database-missing", "other-instance", "adopted", "external-db-secret"):
             self.futures["refuse/" + kind] = self.pool.submit(self._variant, kind)
         for kind in ("render", "check", "failing"):
@@ -171,8 +173,12 @@ class Runs:
         base = self.result("values/defaults").check()
         target = self.workdir / "restart" / kind
         shutil.copytree(base.render_dir, target)
-        variables = load_values("defaults")
-        if kind == "slurm-conf":
+        variables, extra = load_values("defaults"), []
+        if kind.startswith("tags-"):
+            # two changes, one component selected: only that component's files may change
+            variables.update(slurmd_replicas=3, config_slurm_conf={"MaxJobCount": 12345})
+            extra = ["--tags", kind.split("-", 1)[1]]
+        elif kind == "slurm-conf":
             variables["config_slurm_conf"] = {"MaxJobCount": 12345}
         elif kind == "munge-key":
             # a deleted Secret is generated again on the next run when asked for: a new munge key
@@ -195,7 +201,7 @@ class Runs:
                 "data": {"password": base64.b64encode(EXTERNAL_DB_PASSWORD.encode()).decode()}}))
             variables.update(database_mode="external", database_external_host="db.example.org",
                              database_external_password_secret={"name": "site-db", "key": "password"})
-        return playbook(kind, target, variables)
+        return playbook(kind, target, variables, extra=extra)
 
     def result(self, name) -> Run:
         return self.futures[name].result()

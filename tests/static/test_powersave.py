@@ -22,6 +22,7 @@ from conftest import ROOT, VALUE_SETS, load_values
 
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from slurmhost import SLURM_USER, ensure_munged  # noqa: E402  pylint: disable=wrong-import-position
+from tests.support.proc import wait_for  # noqa: E402  pylint: disable=wrong-import-position
 
 POWER_SETS = [name for name in VALUE_SETS if load_values(name).get("powersave_groups")]
 PLAIN_SETS = [name for name in VALUE_SETS if name not in POWER_SETS]
@@ -162,15 +163,6 @@ def _host_conf(text, workdir, power_dir):
     return "\n".join(lines) + "\n"
 
 
-def _wait(predicate, timeout, what, log):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out after %d s waiting for %s\n%s" % (timeout, what, log.read_text()[-3000:] if log.exists() else ""))
-
-
 @pytest.fixture(name="host_slurm")
 def fixture_host_slurm():
     missing = [tool for tool in ("slurmctld", "slurmd", "scontrol", "munge") if not shutil.which(tool)
@@ -240,14 +232,14 @@ def test_slurm_conf_is_accepted_by_a_real_slurmctld(renders, value_set, host_slu
     with open(top / "log" / "slurmctld.out", "wb") as out:
         procs.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], stdout=out, stderr=out, env=env,
                                       start_new_session=True))
-    _wait(lambda: "UP" in scontrol("ping"), 20, "slurmctld to answer", log)
+    wait_for(lambda: "UP" in scontrol("ping"), 20, "slurmctld to answer", interval=0.2, log=log)
     # an always-on worker as its pod starts it: slurmd -b -Z with the rendered SLURMD_NODE_CONF
     (top / "spool" / "slurmd-0").mkdir()
     with open(top / "log" / "slurmd.out", "wb") as out:
         procs.append(subprocess.Popen(["slurmd", "-D", "-b", "-Z", "-N", "slurmd-0", "--conf",
                                        slurmd_env(run)["SLURMD_NODE_CONF"], "-f", str(conf)],
                                       stdout=out, stderr=out, env=env, start_new_session=True))
-    _wait(lambda: "State=IDLE" in scontrol("show", "node", "slurmd-0"), 20, "slurmd-0 to register", log)
+    wait_for(lambda: "State=IDLE" in scontrol("show", "node", "slurmd-0"), 20, "slurmd-0 to register", interval=0.2, log=log)
     print("\nslurmctld 22.05 up and a dynamic worker registered in %.1f s" % (time.monotonic() - started))
 
     text = log.read_text()

@@ -23,3 +23,33 @@ def test_site_yml_runs_the_roles_that_upgrade_and_scale_run():
     for role in ("upgrade", "scale"):
         variables = (ROOT / "roles" / role / "vars" / "main.yml").read_text()
         assert "_cluster_site_roles" in variables, "%s must run the roles of _cluster_site_roles" % role
+
+
+def _changed_files(run, base):
+    before, after = base.docs(), run.docs()
+    return sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
+
+
+def test_tags_apply_one_component_with_every_check_and_computation(runs, renders):
+    """`--tags slurmd` with a worker and a slurm.conf change writes only the slurmd StatefulSet; `--tags
+    config` only the ConfigMap. The preflights, the API and ownership checks, and what the component's
+    manifests need (Secrets read, config rendered) run under any tags."""
+    base = renders["defaults"]
+    slurmd = runs.result("restart/tags-slurmd").check()
+    assert _changed_files(slurmd, base) == ["slurm/statefulset-slurmd.yaml"]
+    assert slurmd.get("StatefulSet", "slurmd")["spec"]["replicas"] == 3
+    assert "TASK [hpc.slurm_k8s.secrets : Read existing Secrets]" in slurmd.output
+    assert "TASK [hpc.slurm_k8s.cluster : Note the instances that own the namespace]" in slurmd.output
+    config = runs.result("restart/tags-config").check()
+    assert _changed_files(config, base) == ["slurm/configmap-slurm-config.yaml"]
+    assert "MaxJobCount=12345\n" in config.get("ConfigMap", "slurm-config")["data"]["slurm.conf"]
+
+
+def test_each_preflight_runs_once_per_play(renders):
+    """site.yml's pre_tasks run every role's preflight; the roles then skip their own (its first task
+    shows once)."""
+    output = renders["defaults"].output
+    for role in yaml.safe_load((ROOT / "roles" / "cluster" / "vars" / "main.yml").read_text())["_cluster_site_roles"]:
+        first = yaml.safe_load((ROOT / "roles" / role / "tasks" / "preflight.yml").read_text())[0]["name"]
+        assert output.count("TASK [hpc.slurm_k8s.%s : %s]" % (role, first)) == 1, (role, first)
+    assert "TASK [Note the roles whose preflight passed]" in output and "TASK [Forget the preflights of this play]" in output

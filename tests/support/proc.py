@@ -22,8 +22,9 @@ def run(argv, timeout=900, check=True, **kwargs):
     return proc
 
 
-def wait_for(predicate, timeout, what, interval=0.5):
-    """Poll until predicate() is truthy and return that value; fail naming `what` after `timeout` s.
+def wait_for(predicate, timeout, what, interval=0.5, log=None, error=AssertionError):
+    """Poll until predicate() is truthy and return that value; after `timeout` s raise `error` naming
+    `what`, with the last lines of `log` (a file) when given. The one wait of every tier.
 
     Only for reaching a state that then lasts (a final state); never to catch a transient one."""
     deadline = time.monotonic() + timeout
@@ -32,7 +33,11 @@ def wait_for(predicate, timeout, what, interval=0.5):
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+            tail = ""
+            if log is not None and Path(log).exists():
+                tail = "\n--- last lines of %s ---\n%s" % (
+                    log, "\n".join(Path(log).read_text(errors="replace").splitlines()[-15:]))
+            raise error("timed out after %.0f s waiting for %s%s" % (timeout, what, tail))
         time.sleep(interval)
 
 

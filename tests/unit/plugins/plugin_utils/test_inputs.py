@@ -26,6 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_conf import FilterModule as SlurmConfFilters
 from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _inputs
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -82,7 +83,8 @@ def test_the_role_outputs_are_exactly_the_public_facts_the_roles_set():
         elif isinstance(node, list):
             for child in node:
                 walk(child)
-    for path in glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")):
+    # the roles' facts, and those the playbooks set for the roles (site.yml: cluster_preflight_passed)
+    for path in glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")) + glob.glob(os.path.join(ROOT, "playbooks", "*.yml")):
         walk(yaml.safe_load(open(path)))
     for path in glob.glob(os.path.join(ROOT, "roles", "*", "vars", "main.yml")):
         public.update(name for name in (yaml.safe_load(open(path)) or {}) if not name.startswith("_"))
@@ -291,6 +293,7 @@ def render_slurm_conf(conf, partitions):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "roles", "config", "templates")),
                              trim_blocks=True)
     env.filters["combine"] = combine
+    env.filters.update({"hpc.slurm_k8s." + name: function for name, function in SlurmConfFilters().filters().items()})
     return env.get_template("slurm.conf.j2").render(
         # roles/config/vars/main.yml merges the defaults and the overrides (no power-save keys here)
         _config_slurm_conf=combine({"ClusterName": "slurm"}, conf), config_nodesets=[],
