@@ -64,15 +64,16 @@ def problems(definitions):
         return ["expected a list of manifests, got %s" % type(definitions).__name__]
     found = []
     for index, definition in enumerate(definitions):
-        meta = definition.get("metadata") if isinstance(definition, dict) else None
-        missing = [field for field, value in (("apiVersion", isinstance(meta, dict) and definition.get("apiVersion")),
-                                              ("kind", isinstance(meta, dict) and definition.get("kind")),
-                                              ("metadata.name", isinstance(meta, dict) and meta.get("name")))
+        if not isinstance(definition, dict):
+            found.append("manifest %d is a %s, not a mapping" % (index, type(definition).__name__))
+            continue
+        meta = definition.get("metadata") if isinstance(definition.get("metadata"), dict) else {}
+        missing = [field for field, value in (("apiVersion", definition.get("apiVersion")),
+                                              ("kind", definition.get("kind")), ("metadata.name", meta.get("name")))
                    if not value]
         if missing:
             found.append("manifest %d (%s/%s) has no %s" % (
-                index, definition.get("kind", "?") if isinstance(definition, dict) else type(definition).__name__,
-                meta.get("name", "?") if isinstance(meta, dict) else "?", ", ".join(missing)))
+                index, definition.get("kind") or "?", meta.get("name") or "?", ", ".join(missing)))
     return found
 
 

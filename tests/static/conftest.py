@@ -32,9 +32,9 @@ POWER_PROGRAM = ROOT / "images" / "slurm" / "slurm-k8s-power"
 VALUE_SETS = sorted(p.stem for p in VALUES.glob("*.yml"))
 # renders run with -vvv, whose output must hold no secret value (the generated Secrets, and a
 # user-supplied external database password)
+VERBOSE_SETS = ("defaults", "external-db-nfs-nodeport")
 # the password in the site's own Secret of the external-db-secret run (read by the database role)
 EXTERNAL_DB_PASSWORD = "S1te-owned-DB-pass"
-VERBOSE_SETS = ("defaults", "external-db-nfs-nodeport")
 
 
 class Run:

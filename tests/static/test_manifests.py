@@ -509,6 +509,11 @@ def test_slurm_conf_change_restarts_no_pod(runs, renders):
     assert before.get("ConfigMap", "slurm-config") != after.get("ConfigMap", "slurm-config")
     changed = sorted(key for key, doc in _templates(after).items() if _templates(before).get(key) != doc)
     assert changed == [], "a slurm.conf change altered the pod templates of %s" % changed
+    # the config role read the deployed slurm.conf (here from the directory) and saw the change: the
+    # reconfigure is notified (tests/k8s shows it reaching slurmctld)
+    assert "slurm.conf changed (%s): Slurm will be reconfigured" % hashlib.sha256(
+        after.get("ConfigMap", "slurm-config")["data"]["slurm.conf"].encode()).hexdigest() in after.output, \
+        after.output[-3000:]
 
 
 def test_new_munge_key_restarts_exactly_the_pods_that_mount_it(runs, renders):

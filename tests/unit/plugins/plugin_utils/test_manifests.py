@@ -53,8 +53,10 @@ def test_cluster_scoped_first_and_namespace_set():
 
 
 def test_problems_name_the_incomplete_manifest():
-    assert _manifests.problems([CONFIGMAP, {"kind": "Service", "metadata": {}}]) == [
-        "manifest 1 (Service/?) has no apiVersion, metadata.name"]
+    assert _manifests.problems([CONFIGMAP, {"kind": "Service", "metadata": {}},
+                                {"apiVersion": "v1", "kind": "Service"}, "text"]) == [
+        "manifest 1 (Service/?) has no apiVersion, metadata.name", "manifest 2 (Service/?) has no metadata.name",
+        "manifest 3 is a str, not a mapping"]
     assert _manifests.problems([CONFIGMAP, SECRET, NAMESPACE]) == []
 
 
