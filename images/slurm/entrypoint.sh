@@ -15,6 +15,7 @@ K8S_ROOT=${SLURM_K8S_ROOT:-/etc/slurm-k8s}
 CONFIG_DIR=$K8S_ROOT/config
 MUNGE_KEY_SRC=$K8S_ROOT/munge/munge.key
 DBD_CONF_SRC=$K8S_ROOT/slurmdbd/slurmdbd.conf
+DBD_PASS_SRC=$K8S_ROOT/storage/password
 JWT_KEY_SRC=$K8S_ROOT/jwt/jwt_hs256.key
 SSH_DIR=$K8S_ROOT/ssh
 USERS_DIR=$K8S_ROOT/users
@@ -227,7 +228,21 @@ setup_slurmdbd() {
   [[ -f $DBD_CONF_SRC ]] || die "missing $DBD_CONF_SRC (mount the slurmdbd Secret at ${DBD_CONF_SRC%/*}/)"
   rm -f "$SLURM_ETC/slurmdbd.conf"
   install -o slurm -g slurm -m 0600 "$DBD_CONF_SRC" "$SLURM_ETC/slurmdbd.conf"
+  add_storage_pass
   install_jwt_key
+}
+
+# StoragePass from the mounted key of the database password Secret (the internal database's, the
+# collection's for database_external_password, or the site's own): the rendered slurmdbd.conf holds no
+# password, so a rotated password needs no change of it. Trailing line breaks are dropped; a value that
+# slurmdbd.conf cannot hold is refused without being shown.
+add_storage_pass() {
+  [[ -f $DBD_PASS_SRC ]] || die "missing $DBD_PASS_SRC (mount the database password Secret's key as file ${DBD_PASS_SRC##*/} at ${DBD_PASS_SRC%/*}/)"
+  local LC_ALL=C pass allowed='^[]!$-&(-[^-~]+$'  # printable ASCII but for " # ' and the backslash
+  pass=$(<"$DBD_PASS_SRC")
+  [[ $pass =~ $allowed ]] ||
+    die "the database password in $DBD_PASS_SRC is empty or has a character slurmdbd.conf cannot hold (white space, #, a backslash, quotes, non-ASCII); the value is not shown"
+  printf 'StoragePass=%s\n' "$pass" >>"$SLURM_ETC/slurmdbd.conf"
 }
 
 # the JWT key (a Secret, root-owned) where slurmctld and slurmdbd read it as SlurmUser; mounted only

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 # Documentation: plugins/modules/check_inputs.py (this action runs on the controller only).
 
-import os
 import re
 
 from ansible.errors import AnsibleError
@@ -14,15 +13,9 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _inputs
+from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _inputs, _roles
 
-_ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
 _display = Display()
-
-
-def _role_names():
-    return sorted(name for name in os.listdir(_ROLES_DIR)
-                  if os.path.isfile(os.path.join(_ROLES_DIR, name, "meta", "argument_specs.yml")))
 
 
 def _short(message):
@@ -41,30 +34,20 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
-    def _load(self, role, *parts, templates=False):
-        path = os.path.join(_ROLES_DIR, role, *parts)
-        if not os.path.isfile(path):
-            return {}
-        return self._loader.load_from_file(path, trusted_as_template=templates) or {}
-
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        all_roles = _role_names()
+        all_roles = _roles.role_names()
         roles = self._task.args.get("roles") or all_roles
         unknown_roles = sorted(set(roles) - set(all_roles))
         if unknown_roles:
             raise AnsibleError("check_inputs: no such role: %s" % ", ".join(unknown_roles))
 
-        specs = {role: (self._load(role, "meta", "argument_specs.yml").get("argument_specs") or {})
+        specs = {role: (_roles.load(self._loader, role, "meta", "argument_specs.yml").get("argument_specs") or {})
                  .get("main", {}).get("options") or {} for role in all_roles}
         # Role defaults and vars (they may refer to each other and to the play's variables) under the
         # play's variables, so that a value is checked even where its role's defaults are not in scope.
-        layered = {}
-        for role in all_roles:
-            layered.update(self._load(role, "defaults", "main.yml", templates=True))
-            layered.update(self._load(role, "vars", "main.yml", templates=True))
-        layered.update(task_vars)
+        layered = _roles.layered_variables(self._loader, task_vars)
         templar = self._templar.copy_with_new_env(available_variables=layered)
 
         problems, values = [], {}

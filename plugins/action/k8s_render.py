@@ -16,6 +16,11 @@ _SPEC = {
     "directory": {"type": "path", "required": True},
     "definitions": {"type": "list", "elements": "dict", "default": []},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+    "batches": {"type": "list", "elements": "dict", "options": {
+        "definitions": {"type": "list", "elements": "dict", "default": []},
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "owner": {"type": "str", "default": "?"},
+    }},
 }
 
 
@@ -31,8 +36,14 @@ class ActionModule(ActionBase):
         args = validated.validated_parameters
         if not args["directory"].startswith("/"):
             raise AnsibleActionFail("k8s_render: directory must be an absolute path (got %s)" % args["directory"])
+        if args["batches"] is not None and args["definitions"]:
+            raise AnsibleActionFail("k8s_render: give either definitions (with state) or batches, not both")
+        owners = {}
         try:
-            steps = _manifests.plan(args["directory"], args["definitions"], args["state"])
+            if args["batches"] is None:
+                steps = _manifests.plan(args["directory"], args["definitions"], args["state"])
+            else:
+                steps, owners = _manifests.plan_batches(args["directory"], args["batches"])
         except (_manifests.ManifestError, OSError) as error:
             raise AnsibleActionFail("k8s_render: %s" % error) from None
 
@@ -47,9 +58,12 @@ class ActionModule(ActionBase):
                                         "converges)" % error) from None
         by_action = {action: [path for path, done, _text, _mode, _secret in steps if done == action]
                      for action in ("create", "update", "chmod", "remove")}
+        wanted = len(args["definitions"]) if args["batches"] is None else \
+            len({_manifests.manifest_path(args["directory"], definition)
+                 for batch in args["batches"] for definition in batch["definitions"]})
         result.update(changed=bool(steps), created=by_action["create"], updated=by_action["update"],
-                      modes_fixed=by_action["chmod"], removed=by_action["remove"],
-                      unchanged=len(args["definitions"]) - len(steps))
+                      modes_fixed=by_action["chmod"], removed=by_action["remove"], unchanged=wanted - len(steps),
+                      changed_owners=sorted(set(owners.values())))
         if diffs:
             result["diff"] = diffs
         return result

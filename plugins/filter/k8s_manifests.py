@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over manifests for both backends: placing them in the cluster namespace, and the file of a
-resource in the render directory (the naming rule lives in plugins/plugin_utils/_manifests.py)."""
+"""Filters over manifests for both backends: placing them in the cluster namespace, checkov's skip
+annotations, and the file of a resource in the render directory (the naming rule lives in plugins/plugin_utils/_manifests.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,16 @@ def k8s_manifest_path(render_dir, kind, name, namespace=None):
         raise AnsibleFilterError("k8s_manifest_path: %s" % error) from None
 
 
+def k8s_checkov_annotations(skips):
+    """checkov's skip annotations of a workload: ['CKV_K8S_15=reason', ...] -> {'checkov.io/skip1':
+    'CKV_K8S_15=reason', ...}, numbered from 1 in the order given (the checks ruled out by design, with
+    the reason; cluster_model.checkov_slurm and checkov_pull_policy hold the shared ones)."""
+    if not isinstance(skips, list) or not all(isinstance(skip, str) and "=" in skip for skip in skips):
+        raise AnsibleFilterError("k8s_checkov_annotations: expected a list of 'CHECK_ID=reason' strings, got %r" % (skips,))
+    return {"checkov.io/skip%d" % number: skip for number, skip in enumerate(skips, 1)}
+
+
 class FilterModule(object):
     def filters(self):
         return {"k8s_namespaced": k8s_namespaced, "k8s_manifest_problems": k8s_manifest_problems,
-                "k8s_manifest_path": k8s_manifest_path}
+                "k8s_manifest_path": k8s_manifest_path, "k8s_checkov_annotations": k8s_checkov_annotations}

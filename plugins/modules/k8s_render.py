@@ -44,11 +44,46 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  batches:
+    description:
+      - Instead of O(definitions) and O(state), manifests collected over a play in batches, written in
+        one step. Where batches name the same file, the last one decides it (its state and content).
+      - Used by C(hpc.slurm_k8s.resources) in C(site.yml), where every role adds its manifests and one
+        step at the end of the roles writes them all.
+    type: list
+    elements: dict
+    suboptions:
+      definitions:
+        description: Manifests, as in O(definitions).
+        type: list
+        elements: dict
+        default: []
+      state:
+        description: C(present) or C(absent), as O(state), for this batch's manifests.
+        type: str
+        choices: [present, absent]
+        default: present
+      owner:
+        description: Who added the batch (a role name), named in errors and in RV(changed_owners).
+        type: str
+        default: "?"
 author:
   - hpc.slurm_k8s maintainers (@hpc-slurm-k8s)
 """
 
 EXAMPLES = r"""
+- name: Write the manifests that two roles collected, the later batch deciding a file both name
+  hpc.slurm_k8s.k8s_render:
+    directory: /srv/render
+    batches:
+      - owner: storage
+        definitions:
+          - {apiVersion: v1, kind: Service, metadata: {name: nfs, namespace: slurm}, spec: {ports: [{port: 2049}]}}
+      - owner: teardown
+        state: absent
+        definitions:
+          - {apiVersion: v1, kind: Service, metadata: {name: nfs, namespace: slurm}}
+
 - name: Write the manifests
   hpc.slurm_k8s.k8s_render:
     directory: /srv/render
@@ -81,7 +116,13 @@ removed:
   type: list
   elements: str
 unchanged:
-  description: How many manifests already matched their files.
+  description: How many manifests (files, with O(batches)) already matched their files.
   returned: always
   type: int
+changed_owners:
+  description: With O(batches), the owners of the batches that decided a changed file (sorted); else empty.
+  returned: always
+  type: list
+  elements: str
+  sample: [config, slurmd]
 """

@@ -709,8 +709,8 @@ SECRET_VARIABLES = frozenset({"database_external_password"})
 
 # Facts the roles publish for each other (set_fact names without a leading '_'); not user input.
 ROLE_OUTPUTS = frozenset({
-    "cluster_common_labels", "cluster_selector_labels", "cluster_api_auth", "cluster_preflight_passed",
-    "config_checksums", "database_connection", "resources_changed_by", "secrets_checksums", "secrets_data",
+    "cluster_model", "cluster_api_auth", "cluster_preflight_passed",
+    "config_checksums", "database_connection", "resources_changed_by", "secrets_checksums",
     "powersave_node_count", "powersave_slurm_conf", "powersave_slurm_conf_lines", "powersave_slurm_conf_nodes",
     "powersave_slurm_conf_partitions", "powersave_slurmctld_volume_mounts", "powersave_slurmctld_volumes",
 })

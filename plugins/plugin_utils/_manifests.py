@@ -107,8 +107,31 @@ def plan(render_dir, definitions, state):
     """What bringing the directory to `state` (present: every file holds its manifest; absent: no file
     of these manifests exists) takes: a list of steps (path, action, text or None, mode, secret),
     action one of 'create', 'update', 'chmod', 'remove'; unchanged files give no step."""
+    return _plan(render_dir, [(definition, state) for definition in definitions])
+
+
+def plan_batches(render_dir, batches):
+    """plan() for batches collected over a play (each a dict: definitions, state, owner), in their
+    order: where batches name the same file, the last one decides its state and content (a role that
+    writes a resource and a later one that removes it end with no file). Returns (steps, owners):
+    owners maps each step's path to the owner of the batch that decided it. An incomplete manifest
+    raises ManifestError naming its owner."""
+    final = {}
+    for batch in batches:
+        owner = batch.get("owner") or "?"
+        found = problems(batch.get("definitions"))
+        if found:
+            raise ManifestError("manifests of %s: %s" % (owner, "; ".join(found)))
+        for definition in batch["definitions"]:
+            path = manifest_path(render_dir, definition)
+            final[path] = (definition, batch.get("state") or "present", owner)
+    steps = _plan(render_dir, [(definition, state) for definition, state, _owner in final.values()])
+    return steps, {path: final[path][2] for path, *_rest in steps}
+
+
+def _plan(render_dir, wanted):
     steps = []
-    for definition in definitions:
+    for definition, state in wanted:
         path = manifest_path(render_dir, definition)
         secret = definition.get("kind") == "Secret"
         current = read_text(path)

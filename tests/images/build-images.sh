@@ -24,7 +24,8 @@ REVISION=$(git -C "$ROOT" rev-parse --verify -q HEAD 2>/dev/null || echo unknown
 # one build at a time (parallel test workers each build their tag): the base image is made once
 exec 9>/run/lock/hpc-slurm-k8s-build-images.lock
 flock 9
-"$HERE/start-docker.sh"
+# (fd 9 closed: a dockerd started here would inherit the lock and hold it for as long as it runs)
+"$HERE/start-docker.sh" 9>&-
 "$HERE/make-base-image.sh"
 
 export DOCKER_BUILDKIT=1

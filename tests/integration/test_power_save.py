@@ -46,8 +46,7 @@ sys.path.insert(0, str(HERE.parent / "unit" / "powersave"))
 from fakekube import FakeKube  # noqa: E402
 from slurmhost import SlurmHostCluster, ensure_munged  # noqa: E402  (puts the repository on sys.path)
 from tests.support.proc import wait_for  # noqa: E402
-
-PROGRAM = ROOT / "images" / "slurm" / "slurm-k8s-power"
+from tests.support.power import PROGRAM  # noqa: E402
 SITE = ROOT / "playbooks" / "site.yml"
 PORT_BASE = 17800
 BURST = ["slurmd-burst-0", "slurmd-burst-1", "slurmd-burst-2"]
@@ -260,7 +259,7 @@ def power():
     # (slurmctld then silently disables power saving)
     (workdir / "bin").mkdir(mode=0o755, exist_ok=True)
     shutil.copyfile(PROGRAM, workdir / "bin" / PROGRAM.name)
-    (workdir / "bin" / PROGRAM.name).chmod(0o755)
+    (workdir / "bin" / PROGRAM.name).chmod(0o644)
     fake = FakeKube(namespace=NAMESPACE).start()
     fake.add_statefulset("slurmctld")
     cluster = kubelet = None

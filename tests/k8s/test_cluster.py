@@ -139,6 +139,38 @@ def test_network_policies_are_enforced(cluster):
         cluster.kube.kubectl("delete", "pod", "outsider", "db-client", "-n", cluster.namespace, "--wait=false")
 
 
+def test_network_policies_off_and_on_again_write_only_the_policies(cluster):
+    """cluster_network_policies is applied in one place for every role (the resources role): turned off,
+    site.yml deletes exactly the cluster's NetworkPolicies and writes nothing else; turned on again, it
+    creates exactly those; no pod is replaced or restarted by either."""
+    def policies():
+        return {item["metadata"]["name"] for item in cluster.kube.get("networkpolicy", namespace=cluster.namespace)["items"]}
+
+    def written(position):
+        return {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name"))
+                for w in cluster.kube.writes_since(position, cluster.namespace)}
+
+    def daemons():  # (the previous test's probe pods may still be terminating)
+        return {name: pod for name, pod in cluster.kube.pod_identity(cluster.namespace).items()
+                if name not in ("outsider", "db-client")}
+
+    before, pods = policies(), daemons()
+    assert {"slurmctld", "slurmdbd", "slurmd", "login", "mariadb"} <= before
+    position = cluster.kube.audit_position()
+    cluster.save(cluster_network_policies=False)
+    try:
+        _proc, changed, _seconds = cluster.site()
+        assert changed > 0 and policies() == set()
+        assert written(position) == {("delete", "networkpolicies", name) for name in before}
+    finally:
+        cluster.save(cluster_network_policies=True)
+    position = cluster.kube.audit_position()
+    _proc, changed, _seconds = cluster.site()
+    assert changed > 0 and policies() == before
+    assert written(position) == {("patch", "networkpolicies", name) for name in before}
+    assert daemons() == pods, "a pod was replaced or restarted"
+
+
 def test_a_deleted_slurmd_pod_comes_back_as_its_node(cluster):
     cluster.kube.replace_pod(cluster.namespace, "slurmd-1")
     cluster.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 120)

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import importlib.machinery
-import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -24,17 +21,26 @@ from pathlib import Path
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.support import power as power_program  # noqa: E402  pylint: disable=wrong-import-position
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 VALUES = HERE / "values"
 SITE = ROOT / "playbooks" / "site.yml"
-POWER_PROGRAM = ROOT / "images" / "slurm" / "slurm-k8s-power"
 VALUE_SETS = sorted(p.stem for p in VALUES.glob("*.yml"))
 # renders run with -vvv, whose output must hold no secret value (the generated Secrets, and a
 # user-supplied external database password)
 VERBOSE_SETS = ("defaults", "external-db-nfs-nodeport")
+# cluster_render_command of the render-command variant: one line per run (files, then the two changed
+# values as the command finds them), to the log file given as $1
+RENDER_COMMAND_LOGGER = ('printf "%s files, %s, %s\\n" "$(find "$SLURM_K8S_RENDER_DIR" -name "*.yaml" | wc -l)" '
+                         '"$(grep -c "replicas: 3" "$SLURM_K8S_RENDER_DIR/slurm/statefulset-slurmd.yaml")" '
+                         '"$(grep -c MaxJobCount=12345 "$SLURM_K8S_RENDER_DIR/slurm/configmap-slurm-config.yaml")" >> "$1"')
 # the password in the site's own Secret of the external-db-secret run (read by the database role)
 EXTERNAL_DB_PASSWORD = "S1te-owned-DB-pass"
+# ... and one that slurmdbd.conf cannot hold (a space and '#'), refused before anything is written
+EXTERNAL_DB_BAD_PASSWORD = "S1te owned#DB"
 
 
 class Run:
@@ -69,7 +75,7 @@ class Run:
         return found[0] if found else None
 
     def burst_pods(self):
-        """The pods slurm-k8s-power would create (node 0 of each power-save group), built by the program
+        """The pods the power-save program would create (node 0 of each power-save group), built by the program
         itself from ConfigMap slurm-power: they are workloads too, though no manifest file holds them."""
         if self._burst_pods is None:
             self._burst_pods = self._build_burst_pods()
@@ -79,7 +85,7 @@ class Run:
         power = self.get("ConfigMap", "slurm-power")
         if power is None:
             return []
-        module = _power_program()
+        module = power_program.load()
         files = Path(str(self.render_dir) + ".power")
         files.mkdir(exist_ok=True)
         config = json.loads(power["data"]["config.json"])
@@ -97,15 +103,6 @@ class _OwnerOnlyClient:  # pylint: disable=too-few-public-methods
     @staticmethod
     def get_statefulset_uid(name):
         return "uid-of-%s" % name
-
-
-def _power_program():
-    """images/slurm/slurm-k8s-power (no .py extension) as a module."""
-    loader = importlib.machinery.SourceFileLoader("slurm_k8s_power", str(POWER_PROGRAM))
-    spec = importlib.util.spec_from_loader("slurm_k8s_power", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
 
 
 def playbook(name, render_dir, variables, extra=(), verbose=False, env=None):
@@ -143,9 +140,10 @@ class Runs:
         # Last in the queue: they start from the defaults render and wait for it.
         self.futures["restart/slurm-conf"] = self.pool.submit(self._variant, "slurm-conf")
         self.futures["restart/munge-key"] = self.pool.submit(self._variant, "munge-key")
-        for kind in ("tags-slurmd", "tags-config"):
+        for kind in ("tags-slurmd", "tags-config", "render-command", "no-network-policies"):
             self.futures["restart/" + kind] = self.pool.submit(self._variant, kind)
-        for kind in ("munge-key-missing", "database-missing", "other-instance", "adopted", "external-db-secret"):
+        for kind in ("munge-key-missing", "database-missing", "other-instance", "adopted", "external-db-secret",
+                     "external-db-bad-secret"):
             self.futures["refuse/" + kind] = self.pool.submit(self._variant, kind)
         for kind in ("render", "check", "failing"):
             self.futures["keys/" + kind] = self.pool.submit(self._key_run, kind)
@@ -178,6 +176,17 @@ class Runs:
             # two changes, one component selected: only that component's files may change
             variables.update(slurmd_replicas=3, config_slurm_conf={"MaxJobCount": 12345})
             extra = ["--tags", kind.split("-", 1)[1]]
+        elif kind == "render-command":
+            # changes in two roles' files; the command logs what it finds when it runs (once, after both
+            # are written), then a second, unchanged run must not run it at all
+            variables.update(slurmd_replicas=3, config_slurm_conf={"MaxJobCount": 12345}, cluster_manage_slurm=False,
+                             cluster_render_command=["sh", "-c", RENDER_COMMAND_LOGGER, "render-command",
+                                                     str(target) + ".command.log"])
+            first = playbook(kind, target, variables)
+            if first.rc != 0:
+                return first
+        elif kind == "no-network-policies":
+            variables["cluster_network_policies"] = False
         elif kind == "slurm-conf":
             variables["config_slurm_conf"] = {"MaxJobCount": 12345}
         elif kind == "munge-key":
@@ -194,11 +203,14 @@ class Runs:
             variables.update(cluster_name="other", cluster_namespace="slurm")
             if kind == "adopted":
                 variables["cluster_adopt_instance"] = "slurm"
-        elif kind == "external-db-secret":
-            # the site's own Secret, next to the rendered files, holds the external database's password
+        elif kind in ("external-db-secret", "external-db-bad-secret"):
+            # the site's own Secret, next to the rendered files, holds the external database's password (with a
+            # trailing line break, as `kubectl create secret --from-file` of an echoed file has it; or one that
+            # slurmdbd.conf cannot hold)
+            password = EXTERNAL_DB_PASSWORD + "\n" if kind == "external-db-secret" else EXTERNAL_DB_BAD_PASSWORD
             (target / "slurm" / "secret-site-db.yaml").write_text(yaml.safe_dump({
                 "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "site-db", "namespace": "slurm"},
-                "data": {"password": base64.b64encode(EXTERNAL_DB_PASSWORD.encode()).decode()}}))
+                "data": {"password": base64.b64encode(password.encode()).decode()}}))
             variables.update(database_mode="external", database_external_host="db.example.org",
                              database_external_password_secret={"name": "site-db", "key": "password"})
         return playbook(kind, target, variables, extra=extra)
@@ -244,7 +256,7 @@ def secret_values(run: Run):
                 # the key material, line by line (the BEGIN/END lines are not secret)
                 needles.update(line for line in value.splitlines() if len(line) >= 40 and "PRIVATE KEY" not in line)
             elif key == "slurmdbd.conf":
-                needles.update(re.findall(r"^StoragePass=(.+)$", value, re.M))
+                continue  # no password in it (slurmdbd's entrypoint adds StoragePass from a mounted Secret)
             else:
                 needles.add(value)
                 needles.add(encoded)

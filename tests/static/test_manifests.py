@@ -440,6 +440,26 @@ def test_no_secret_outside_secrets(renders, value_set):
                     "%s: secret in env %s (mount it as a file)" % (doc["metadata"]["name"], env["name"])
 
 
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_slurmdbd_reads_the_database_password_from_its_secret(renders, value_set):
+    """slurmdbd.conf holds no password: the pod mounts one key of the password's Secret (the internal
+    database's, or the collection's Secret of database_external_password), and the entrypoint adds it."""
+    run = renders[value_set]
+    conf = base64.b64decode(run.get("Secret", "slurmdbd-config")["data"]["slurmdbd.conf"]).decode()
+    assert not re.search(r"^StoragePass", conf, re.M) and "StorageUser=" in conf
+    statefulset = run.get("StatefulSet", "slurmdbd")
+    volume = next(v for v in pod_template(statefulset)["spec"]["volumes"] if v["name"] == "storage-password")
+    external = load_values(value_set).get("database_mode") == "external"
+    expected = "slurm-database-external" if external else "slurm-database"
+    assert volume["secret"] == {"secretName": expected, "items": [{"key": "password", "path": "password"}], "defaultMode": 256}
+    mounts = {m["name"]: m for m in containers(statefulset)[0]["volumeMounts"]}
+    assert mounts["storage-password"] == {"name": "storage-password", "mountPath": "/etc/slurm-k8s/storage", "readOnly": True}
+    assert (run.get("Secret", "slurm-database-external") is not None) == external
+    if external:
+        password = base64.b64decode(run.get("Secret", "slurm-database-external")["data"]["password"]).decode()
+        assert password == load_values(value_set)["database_external_password"]
+
+
 # --- restart semantics -----------------------------------------------------------------------------
 
 def consumed_objects(doc):
@@ -471,6 +491,15 @@ def consumed_objects(doc):
     return used
 
 
+def tracked_object(doc, key):
+    """(kind, name) that a checksum annotation tracks: storage-password, the Secret slurmdbd mounts as its
+    database password (slurm-database, slurm-database-external or the site's); the others by CHECKSUM_OF."""
+    if key == "storage-password":
+        volume = next(v for v in pod_template(doc)["spec"]["volumes"] if v["name"] == "storage-password")
+        return ("Secret", volume["secret"]["secretName"])
+    return CHECKSUM_OF[key]
+
+
 def expected_checksum(run, kind, name):
     """The checksum the roles put in pod templates for this object, recomputed from its manifest."""
     doc = run.get(kind, name)
@@ -492,11 +521,11 @@ def test_pods_carry_checksums_of_exactly_what_they_consume_at_start(renders, val
         annotations = pod_template(doc)["metadata"].get("annotations") or {}
         checksums = {key.split("/checksum-", 1)[1]: value for key, value in annotations.items()
                      if key.startswith("hpc.slurm-k8s/checksum-")}
-        tracked = {CHECKSUM_OF[key] for key in checksums}
+        tracked = {tracked_object(doc, key) for key in checksums}
         hot = HOT_RELOADED - ({("ConfigMap", "slurm-config")} if (doc["kind"], name) in RESTARTED_BY_SLURM_CONF else set())
         assert tracked == consumed_objects(doc) - hot, name
         for key, value in checksums.items():
-            assert value == expected_checksum(run, *CHECKSUM_OF[key]), "%s: %s is stale" % (name, key)
+            assert value == expected_checksum(run, *tracked_object(doc, key)), "%s: %s is stale" % (name, key)
 
 
 def _templates(run):

@@ -91,7 +91,7 @@ def test_slurm_conf_config_map_and_slurmctld_pod_fit_together(renders, value_set
     for key, command in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"), ("ResumeFailProgram", "resume-fail")):
         assert keys[key] == "%s/%s" % (mounts["power"]["mountPath"], command)
         assert items[command]["mode"] == 0o555
-        assert power[command].splitlines()[-1] == 'exec /usr/local/sbin/slurm-k8s-power --config %s/config.json %s "$@"' % (
+        assert power[command].splitlines()[-1] == 'exec /usr/bin/python3 -I /usr/local/lib/hpc-slurm-k8s/slurm_k8s_power.py --config %s/config.json %s "$@"' % (
             mounts["power"]["mountPath"], command)
     # the program finds its pod templates in the same volume, its token and CA in the projected one
     assert items["config.json"]["mode"] == 0o444

@@ -76,14 +76,37 @@ def test_an_adopted_namespace_is_relabelled_and_keeps_its_secrets(runs, renders)
 
 
 def test_an_external_database_password_comes_from_the_sites_secret(runs, renders):
-    """database_external_password_secret is read from the backend (here the render directory) and the
-    password reaches slurmdbd.conf, nowhere else; the internal database is removed."""
+    """database_external_password_secret is read from the backend (here the render directory) and checked;
+    slurmdbd mounts the site's Secret key and the password is in no file the collection writes (so a
+    rotation of the site's Secret needs no template change); the internal database is removed."""
     from conftest import EXTERNAL_DB_PASSWORD  # pylint: disable=import-outside-toplevel
     run = runs.result("refuse/external-db-secret").check()
     slurmdbd_conf = base64.b64decode(run.get("Secret", "slurmdbd-config")["data"]["slurmdbd.conf"]).decode()
-    assert "StoragePass=%s\n" % EXTERNAL_DB_PASSWORD in slurmdbd_conf and "StorageHost=db.example.org\n" in slurmdbd_conf
+    assert not re.search(r"^StoragePass", slurmdbd_conf, re.M) and "StorageHost=db.example.org\n" in slurmdbd_conf
+    statefulset = run.get("StatefulSet", "slurmdbd")
+    volume = next(v for v in statefulset["spec"]["template"]["spec"]["volumes"] if v["name"] == "storage-password")
+    assert volume["secret"]["secretName"] == "site-db" and volume["secret"]["items"] == [{"key": "password", "path": "password"}]
+    site = run.get("Secret", "site-db")
+    checksum = hashlib.sha256(json.dumps(site["data"], sort_keys=True).encode()).hexdigest()
+    assert statefulset["spec"]["template"]["metadata"]["annotations"]["hpc.slurm-k8s/checksum-storage-password"] == checksum
     assert not (run.render_dir / "slurm" / "statefulset-mariadb.yaml").exists()
+    assert not (run.render_dir / "slurm" / "secret-slurm-database-external.yaml").exists()
     assert EXTERNAL_DB_PASSWORD not in run.output
-    leaked = [path for path, doc in run.docs().items()
-              if doc["kind"] != "Secret" and EXTERNAL_DB_PASSWORD in json.dumps(doc)]
+    encoded = base64.b64encode(EXTERNAL_DB_PASSWORD.encode()).decode()
+    leaked = [path for path in run.docs() if path != "slurm/secret-site-db.yaml"
+              and (EXTERNAL_DB_PASSWORD in (run.render_dir / path).read_text() or encoded in (run.render_dir / path).read_text())]
     assert leaked == []
+
+
+def test_an_external_database_password_that_slurmdbd_conf_cannot_hold_is_refused(runs, renders):
+    """The site's Secret holds a password with a space and '#': refused in the preflight, naming the Secret
+    and the key but not the value, before anything is written."""
+    from conftest import EXTERNAL_DB_BAD_PASSWORD  # pylint: disable=import-outside-toplevel
+    run = runs.result("refuse/external-db-bad-secret")
+    assert run.rc != 0
+    assert "database_external_password_secret: the value of key password of the Secret site-db must be" in run.output, \
+        run.output[-3000:]
+    assert EXTERNAL_DB_BAD_PASSWORD not in run.output and "S1te owned" not in run.output
+    expected = tree(renders["defaults"].render_dir)
+    expected["slurm/secret-site-db.yaml"] = tree(run.render_dir)["slurm/secret-site-db.yaml"]
+    assert tree(run.render_dir) == expected, "files changed although the run was refused"

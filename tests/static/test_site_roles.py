@@ -1,12 +1,13 @@
 """Static tier: one list of the roles of a deployment.
 
-upgrade.yml and scale.yml run `_cluster_site_roles` (roles/cluster/vars/main.yml); site.yml names its
+upgrade.yml and scale.yml run `cluster_model.site_roles` (roles/cluster/files/model.yml); site.yml names its
 roles twice (the preflight loop and `roles:`), because its pre_tasks run before that variable is
 loaded. All three must agree, in order, or an upgrade would skip (or reorder) a role that site.yml runs.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -15,14 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_site_yml_runs_the_roles_that_upgrade_and_scale_run():
-    site_roles = yaml.safe_load((ROOT / "roles" / "cluster" / "vars" / "main.yml").read_text())["_cluster_site_roles"]
+    site_roles = yaml.safe_load((ROOT / "roles" / "cluster" / "files" / "model.yml").read_text())["site_roles"]
     play = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())[0]
     preflight = next(task for task in play["pre_tasks"] if task["name"] == "Check every role before changing anything")
     assert preflight["loop"] == site_roles
     assert [entry["role"] for entry in play["roles"]] == ["hpc.slurm_k8s.%s" % role for role in site_roles]
     for role in ("upgrade", "scale"):
         variables = (ROOT / "roles" / role / "vars" / "main.yml").read_text()
-        assert "_cluster_site_roles" in variables, "%s must run the roles of _cluster_site_roles" % role
+        assert "cluster_model.site_roles" in variables, "%s must run the roles of cluster_model.site_roles" % role
 
 
 def _changed_files(run, base):
@@ -45,11 +46,34 @@ def test_tags_apply_one_component_with_every_check_and_computation(runs, renders
     assert "MaxJobCount=12345\n" in config.get("ConfigMap", "slurm-config")["data"]["slurm.conf"]
 
 
+def test_the_render_command_runs_once_after_every_role_wrote(runs, renders):
+    """site.yml collects the roles' manifests and writes them in one step after the roles: a run that
+    changes the files of two roles (config, slurmd) runs cluster_render_command once, with both files
+    written; an unchanged re-run does not run it."""
+    second = runs.result("restart/render-command").check()
+    assert second.output.count("TASK [hpc.slurm_k8s.resources : Write manifests]") == 1, second.output[-3000:]
+    log = Path(str(second.render_dir) + ".command.log").read_text().splitlines()
+    files = len(list(renders["defaults"].render_dir.rglob("*.yaml")))
+    assert log == ["%d files, 1, 1" % files]
+    assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=0", second.output), second.output[-2000:]
+
+
+def test_network_policies_off_removes_exactly_the_network_policies(runs, renders):
+    """cluster_network_policies is applied in one place (the resources role) for every role: turned off on
+    a rendered cluster, every NetworkPolicy file goes and nothing else changes."""
+    base = renders["defaults"]
+    run = runs.result("restart/no-network-policies").check()
+    policies = sorted(path for path, doc in base.docs().items() if doc["kind"] == "NetworkPolicy")
+    assert len(policies) >= 5
+    assert _changed_files(run, base) == policies
+    assert not run.by_kind("NetworkPolicy")
+
+
 def test_each_preflight_runs_once_per_play(renders):
     """site.yml's pre_tasks run every role's preflight; the roles then skip their own (its first task
     shows once)."""
     output = renders["defaults"].output
-    for role in yaml.safe_load((ROOT / "roles" / "cluster" / "vars" / "main.yml").read_text())["_cluster_site_roles"]:
+    for role in yaml.safe_load((ROOT / "roles" / "cluster" / "files" / "model.yml").read_text())["site_roles"]:
         first = yaml.safe_load((ROOT / "roles" / role / "tasks" / "preflight.yml").read_text())[0]["name"]
         assert output.count("TASK [hpc.slurm_k8s.%s : %s]" % (role, first)) == 1, (role, first)
     assert "TASK [Note the roles whose preflight passed]" in output and "TASK [Forget the preflights of this play]" in output

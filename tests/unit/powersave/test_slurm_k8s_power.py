@@ -1,17 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""images/slurm/slurm-k8s-power against a fake Kubernetes API, run as Slurm runs it.
+"""images/slurm/slurm_k8s_power.py against a fake Kubernetes API, run as Slurm runs it.
 
-Every case starts the program as a process under ``env -i SLURM_CONF=...`` (Slurm gives its power
-programs no PATH and no KUBERNETES_SERVICE_*), with a fake ``scontrol`` (hostname expansion and a
+Every case starts the program as a process the way the powersave role's wrappers do, under ``env -i
+SLURM_CONF=...`` (Slurm gives its power programs no PATH and no KUBERNETES_SERVICE_*):
+``/usr/bin/python3 -I slurm_k8s_power.py ...``, with a fake ``scontrol`` (hostname expansion and a
 record of ``update`` calls) so that this tier needs no Slurm.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import py_compile
@@ -25,10 +24,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from fakekube import FakeKube  # noqa: E402
+from tests.support import power  # noqa: E402  pylint: disable=wrong-import-position
 
-REPO = Path(__file__).resolve().parents[3]
-PROGRAM = REPO / "images" / "slurm" / "slurm-k8s-power"
+PROGRAM = power.PROGRAM
 NAMESPACE = "slurm"
 
 FAKE_SCONTROL = r'''#!/usr/bin/python3
@@ -72,12 +72,7 @@ TEMPLATE = {
 
 
 def load_program():
-    """Import the program (no .py extension) as a module."""
-    loader = importlib.machinery.SourceFileLoader("slurm_k8s_power", str(PROGRAM))
-    spec = importlib.util.spec_from_loader("slurm_k8s_power", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return power.load()
 
 
 class Env:
@@ -111,7 +106,7 @@ class Env:
     def run(self, command: str, hostlist: str, extra_env: dict | None = None) -> subprocess.CompletedProcess:
         env = ["env", "-i", "SLURM_CONF=%s" % self.slurm_conf]
         env += ["%s=%s" % item for item in (extra_env or {}).items()]
-        return subprocess.run(env + [str(PROGRAM), command, hostlist, "--config", str(self.config)],
+        return subprocess.run(env + power.command(command, hostlist, "--config", self.config),
                               capture_output=True, text=True, timeout=60, check=False)
 
     def log_text(self) -> str:
@@ -142,10 +137,11 @@ def test_program_compiles_and_imports(tmp_path):
     assert module.COMMANDS == ("resume", "suspend", "resume-fail")
 
 
-def test_program_is_executable_and_not_group_writable():
-    # Slurm silently disables power saving for a program that is group/world writable
+def test_program_is_a_plain_module_not_group_writable():
+    # a module that the wrappers run with /usr/bin/python3 -I (no shebang, no execute bit needed);
+    # Slurm silently disables power saving for a program (the wrappers) that is group/world writable
     mode = PROGRAM.stat().st_mode
-    assert mode & 0o111 and not mode & 0o022
+    assert not mode & 0o022 and not PROGRAM.read_text().startswith("#!")
 
 
 def test_group_owns_only_its_nodes():
@@ -326,7 +322,7 @@ def test_missing_token_fails_the_nodes(env, fake):
 
 
 def test_missing_config_exits_2(tmp_path):
-    result = subprocess.run(["env", "-i", str(PROGRAM), "suspend", "x", "--config", str(tmp_path / "none.json")],
+    result = subprocess.run(["env", "-i", *power.command("suspend", "x", "--config", tmp_path / "none.json")],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert "cannot read configuration" in result.stderr
@@ -345,10 +341,11 @@ def test_suspend_deletes_with_the_group_grace_period_and_404_is_success(env, fak
 
 
 def test_the_wrappers_argument_order(env, fake):
-    # the powersave role's wrappers: exec slurm-k8s-power --config <mount>/config.json <command> "$@"
+    # the powersave role's wrappers: exec /usr/bin/python3 -I <program> --config <mount>/config.json <command> "$@"
     fake.add_pod("burst-2")
-    result = subprocess.run(["env", "-i", "SLURM_CONF=%s" % env.slurm_conf, str(PROGRAM), "--config", str(env.config),
-                             "suspend", "burst-2"], capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(["env", "-i", "SLURM_CONF=%s" % env.slurm_conf,
+                             *power.command("--config", env.config, "suspend", "burst-2")],
+                            capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, env.log_text()
     assert [r.path.rsplit("/", 1)[1] for r in fake.calls("DELETE")] == ["burst-2"]
 

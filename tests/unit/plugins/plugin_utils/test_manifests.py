@@ -91,6 +91,35 @@ def test_create_then_nothing_then_update_then_remove(tmp_path):
     assert os.listdir(str(tmp_path / "slurm")) == []
 
 
+def test_batches_collected_over_a_play_are_planned_as_one_the_last_batch_deciding(tmp_path):
+    """site.yml's roles add batches (resources role, begin/flush); a file that two batches name ends as
+    the later one says, and each changed file names the owner of the batch that decided it."""
+    _manifests.apply(_manifests.plan(str(tmp_path), [dict(CONFIGMAP, metadata={"name": "old", "namespace": "slurm"})],
+                                     "present"))
+    changed = dict(CONFIGMAP, data={"slurm.conf": "ClusterName=other\n"})
+    batches = [
+        {"owner": "config", "state": "present", "definitions": [CONFIGMAP, NAMESPACE]},
+        {"owner": "login", "state": "present", "definitions": [changed]},
+        {"owner": "powersave", "state": "absent", "definitions": [dict(CONFIGMAP, metadata={"name": "old", "namespace": "slurm"})]},
+        {"owner": "empty", "state": "present", "definitions": []},
+    ]
+    steps, owners = _manifests.plan_batches(str(tmp_path), batches)
+    by_file = {os.path.relpath(path, str(tmp_path)): (action, owners[path]) for path, action, _t, _m, _s in steps}
+    assert by_file == {"slurm/configmap-slurm-config.yaml": ("create", "login"),
+                       "_cluster/namespace-slurm.yaml": ("create", "config"),
+                       "slurm/configmap-old.yaml": ("remove", "powersave")}
+    _manifests.apply(steps)
+    assert "ClusterName=other" in (tmp_path / "slurm" / "configmap-slurm-config.yaml").read_text()
+    assert _manifests.plan_batches(str(tmp_path), batches) == ([], {})
+
+
+def test_an_incomplete_manifest_in_a_batch_names_its_owner(tmp_path):
+    with pytest.raises(_manifests.ManifestError, match=r"manifests of slurmd: manifest 1 \(Service/\?\) has no metadata.name"):
+        _manifests.plan_batches(str(tmp_path), [{"owner": "config", "definitions": [CONFIGMAP]},
+                                                {"owner": "slurmd", "definitions": [CONFIGMAP, {"apiVersion": "v1", "kind": "Service"}]}])
+    assert os.listdir(str(tmp_path)) == []
+
+
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
     _manifests.apply(_manifests.plan(str(tmp_path), [CONFIGMAP], "present"))
     before = (tmp_path / "slurm" / "configmap-slurm-config.yaml").read_text()

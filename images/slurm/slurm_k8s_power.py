@@ -1,15 +1,11 @@
-#!/bin/sh
-''''exec /usr/bin/python3 -I "$0" "$@" #'''
-# The two lines above start this file with an absolute python3 even though Slurm runs it with an
-# empty environment (no PATH): /bin/sh runs line 2, which Python reads as a string literal.
-#
-# hpc.slurm_k8s: Slurm power saving on Kubernetes (installed as /usr/local/sbin/slurm-k8s-power).
+# hpc.slurm_k8s: Slurm power saving on Kubernetes (installed as /usr/local/lib/hpc-slurm-k8s/slurm_k8s_power.py,
+# run by the powersave role's wrappers as `/usr/bin/python3 -I slurm_k8s_power.py ...`: Slurm runs its
+# programs with an empty environment, so the wrappers name the interpreter by its absolute path).
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-# (line 2 is the module docstring as far as Python is concerned; the description is DESCRIPTION)
-DESCRIPTION = """Create and delete the pods of Slurm power-save ("burst") nodes through the Kubernetes API.
+"""Create and delete the pods of Slurm power-save ("burst") nodes through the Kubernetes API.
 
-    slurm-k8s-power resume|suspend|resume-fail HOSTLIST [--config FILE]
+    /usr/bin/python3 -I slurm_k8s_power.py resume|suspend|resume-fail HOSTLIST [--config FILE]
 
 Slurm runs ResumeProgram, SuspendProgram and ResumeFailProgram with the hostlist as the only
 argument, so the role points them at three two-line wrappers that add the subcommand. One pod per
@@ -47,6 +43,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+DESCRIPTION = __doc__
 PROG = "slurm-k8s-power"
 DEFAULT_CONFIG = "/etc/slurm-k8s/power/config.json"
 COMMANDS = ("resume", "suspend", "resume-fail")
@@ -360,7 +357,7 @@ class PowerProgram:
 
     def resume_node(self, node: str) -> str:
         group = self.config.group_of(node)
-        for _ in range(3):
+        for _attempt in range(3):
             pod = self.client.get_pod(node)
             if pod is not None:
                 meta, phase = pod.get("metadata", {}), pod.get("status", {}).get("phase", "Pending")
