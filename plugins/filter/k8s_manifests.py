@@ -33,6 +33,22 @@ def k8s_manifest_path(render_dir, kind, name, namespace=None):
         raise AnsibleFilterError("k8s_manifest_path: %s" % error) from None
 
 
+def k8s_batches(definitions, owner, state="present", network_policies=True):
+    """One include's manifests as batches of the directory backend (k8s_render `batches`), Secrets apart
+    (their tasks are no_log): {'secrets': [batch], 'plain': [batch, policies batch]}. NetworkPolicies
+    follow cluster_network_policies for every role: with it false (and state present) they go in a batch
+    of their own with state absent, so that what an earlier run created is removed."""
+    if not isinstance(definitions, list):
+        raise AnsibleFilterError("k8s_batches: expected a list of manifests, got %s" % type(definitions).__name__)
+    remove_policies = not network_policies and state != "absent"
+    removed = [d for d in definitions if remove_policies and isinstance(d, dict) and d.get("kind") == "NetworkPolicy"]
+    kept = [d for d in definitions if not any(d is r for r in removed)]
+    secret = [d for d in kept if isinstance(d, dict) and d.get("kind") == "Secret"]
+    return {"secrets": [{"owner": owner, "state": state, "definitions": secret}],
+            "plain": [{"owner": owner, "state": state, "definitions": [d for d in kept if not any(d is x for x in secret)]},
+                      {"owner": owner, "state": "absent", "definitions": removed}]}
+
+
 def k8s_checkov_annotations(skips):
     """checkov's skip annotations of a workload: ['CKV_K8S_15=reason', ...] -> {'checkov.io/skip1':
     'CKV_K8S_15=reason', ...}, numbered from 1 in the order given (the checks ruled out by design, with
@@ -45,4 +61,4 @@ def k8s_checkov_annotations(skips):
 class FilterModule(object):
     def filters(self):
         return {"k8s_namespaced": k8s_namespaced, "k8s_manifest_problems": k8s_manifest_problems,
-                "k8s_manifest_path": k8s_manifest_path, "k8s_checkov_annotations": k8s_checkov_annotations}
+                "k8s_manifest_path": k8s_manifest_path, "k8s_checkov_annotations": k8s_checkov_annotations, "k8s_batches": k8s_batches}
