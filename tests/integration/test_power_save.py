@@ -418,8 +418,9 @@ def test_job_powers_a_node_up_runs_and_the_node_powers_down(power):
         node = wait_for(lambda: job_info(cluster, job).get("NodeList") in BURST and job_info(cluster, job)["NodeList"],
                         15, "job %s to get a burst node" % job, interval=0.1)
         allocated = time.monotonic()
-        wait_for(lambda: node in fake.pods, 15, "pod %s created" % node, interval=0.05)
-        created = fake.calls("POST", node)[-1].time
+        # the fake API stores the pod, runs its kubelet hook, then records the request: wait for the record
+        # itself (a final state), never read it between the two (CI failed on that race once)
+        created = wait_for(lambda: fake.calls("POST", node), 15, "pod %s POSTed" % node, interval=0.05)[-1].time
         wait_for(lambda: node_state(cluster, node).rstrip("#~%") in ("alloc", "mix") and
                  not node_state(cluster, node).endswith("#"), 30, "%s registered" % node, interval=0.1)
         registered = time.monotonic()
