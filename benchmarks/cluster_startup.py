@@ -12,6 +12,10 @@ Runs on the local Kubernetes of tests/localkube (tier T3), as root, after `make 
                     (the job is submitted over SSH to the login pod's NodePort)
   rerun_s, rerun_writes   site.yml again with the same variables, and the write requests the API
                     server's audit log shows for it (target: 0)
+  user_added_s      from the start of site.yml with one more user (and key) to that user's first
+                    `ssh` + `srun` (target 90), and the pods restarted by it (target: 0)
+  kubelet_refresh_s side by side: the users ConfigMap changed alone (no pod annotated), until the login
+                    pod resolves the new user: the kubelet's own refresh (syncFrequency, 1 min by default)
 """
 
 from __future__ import annotations
@@ -55,6 +59,27 @@ def main():
         _proc, changed, seconds = cluster.site()
         figures["rerun_s"], figures["rerun_changed"] = round(seconds, 1), changed
         figures["rerun_writes"] = len(kube.writes_since(position, cluster.namespace))
+        before = kube.pod_identity(cluster.namespace)
+        key = Path(tmp) / "carol_ed25519"
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key])
+        cluster.save(config_users=cluster.variables["config_users"] + [
+            {"name": "carol", "uid": 2003, "authorized_keys": [key.with_suffix(".pub").read_text().strip()]}])
+        started = time.monotonic()
+        cluster.site()
+        wait_for(lambda: cluster.ssh("srun -N1 id -un", user="carol", key=key, check=False, timeout=60).stdout.strip()
+                 == "carol", 300, "carol's first ssh + srun", interval=0.2)
+        figures["user_added_s"] = round(time.monotonic() - started, 1)
+        figures["user_added_pods_restarted"] = len([pod for pod, identity in kube.pod_identity(cluster.namespace).items()
+                                                    if before.get(pod) != identity])
+        login = next(iter(kube.pods(cluster.namespace, "app.kubernetes.io/name=login")))
+        users = kube.get("configmap", "slurm-users", cluster.namespace)["data"]
+        users["passwd"] += "dave:*:2004:2004::/home/dave:/bin/bash\n"
+        started = time.monotonic()
+        kube.kubectl("patch", "configmap", "slurm-users", "-n", cluster.namespace, "--type", "merge",
+                     "-p", json.dumps({"data": {"passwd": users["passwd"]}}))
+        wait_for(lambda: kube.exec(cluster.namespace, login, "getent", "passwd", "dave", check=False).returncode == 0,
+                 300, "the login pod to resolve dave by the kubelet's own refresh", interval=0.5)
+        figures["kubelet_refresh_s"] = round(time.monotonic() - started, 1)
         cluster.delete()
     sizes = {}
     for image in images_of(tag):

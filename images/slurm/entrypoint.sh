@@ -18,8 +18,8 @@ DBD_CONF_SRC=$K8S_ROOT/slurmdbd/slurmdbd.conf
 DBD_PASS_SRC=$K8S_ROOT/storage/password
 JWT_KEY_SRC=$K8S_ROOT/jwt/jwt_hs256.key
 SSH_DIR=$K8S_ROOT/ssh
-USERS_DIR=$K8S_ROOT/users
-USERS_FILE=$USERS_DIR/users
+# the users ConfigMap (passwd, group, <name>.authorized_keys), read by libnss-extrausers at each lookup
+USERS_PASSWD=/var/lib/extrausers/passwd
 SLURM_ETC=/etc/slurm
 STATE_DIR=/var/spool/slurmctld
 
@@ -74,72 +74,27 @@ link_config() {
   log "linked $n file(s) from $CONFIG_DIR into $SLURM_ETC"
 }
 
-# --- users: name:uid:gid:shell, home /home/name ------------------------------------------------
-create_users() {
-  local make_homes=$1 with_keys=$2 line name uid gid shell rest lineno=0 existing home keys
-  if [[ ! -f $USERS_FILE ]]; then
-    log "no $USERS_FILE mounted; no site users created"
-    return 0
+# --- homes of the site's users -------------------------------------------------------------------
+# The users themselves need no set-up: every pod reads them from the mounted passwd and group files at
+# each lookup (libnss-extrausers). Homes on the shared /home are made here for the users known at start
+# (slurmd, login), and by pam_mkhomedir at the first login of a user added later; an existing home is
+# never touched.
+make_homes() {
+  local name pw uid gid home rest made=0
+  if [[ ! -f $USERS_PASSWD ]]; then
+    log "no $USERS_PASSWD mounted: no site users"; return 0
   fi
-  if [[ $IS_ROOT != true ]]; then
-    log "not root: skipping user creation from $USERS_FILE"; return 0
-  fi
-  local created=0 kept=0
-  while IFS= read -r line || [[ -n $line ]]; do
-    lineno=$((lineno + 1))
-    line=${line%%#*}
-    line=${line//[[:space:]]/}
-    [[ -n $line ]] || continue
-    IFS=: read -r name uid gid shell rest <<<"$line"
-    [[ -z ${rest:-} ]] || die "$USERS_FILE line $lineno: expected name:uid:gid:shell, got '$line'"
-    [[ $name =~ ^[a-z_][a-z0-9_-]{0,31}$ ]] || die "$USERS_FILE line $lineno: invalid user name '$name'"
-    [[ $uid =~ ^[0-9]+$ && $gid =~ ^[0-9]+$ ]] || die "$USERS_FILE line $lineno: uid and gid must be numbers ('$line')"
-    (( uid >= 1000 && gid >= 1000 )) || die "$USERS_FILE line $lineno: uid/gid below 1000 are reserved for system accounts ('$line')"
-    shell=${shell:-/bin/bash}
-    [[ -x $shell ]] || { log "user $name: shell $shell not found in the image, using /bin/bash"; shell=/bin/bash; }
+  [[ -d /home && -w /home ]] || { log "/home is not writable: homes are not created"; return 0; }
+  while IFS=: read -r name pw uid gid rest; do
+    [[ $name =~ ^[a-z_][a-z0-9_-]{0,31}$ && $uid =~ ^[0-9]+$ && $gid =~ ^[0-9]+$ ]] || continue
     home=/home/$name
-
-    # group: reuse one that has this gid, else create "name" with it
-    if ! getent group "$gid" >/dev/null; then
-      if getent group "$name" >/dev/null; then
-        die "user $name: group $name exists with gid $(getent group "$name" | cut -d: -f3), not $gid"
-      fi
-      groupadd --gid "$gid" "$name"
-    fi
-    if existing=$(getent passwd "$name"); then
-      [[ $(cut -d: -f3 <<<"$existing") == "$uid" ]] ||
-        die "user $name exists with uid $(cut -d: -f3 <<<"$existing"), users file says $uid"
-      [[ $(cut -d: -f4 <<<"$existing") == "$gid" ]] || usermod --gid "$gid" "$name"
-      [[ $(cut -d: -f7 <<<"$existing") == "$shell" ]] || usermod --shell "$shell" "$name"
-      kept=$((kept + 1))
-    else
-      if getent passwd "$uid" >/dev/null; then
-        die "user $name: uid $uid is already taken by $(getent passwd "$uid" | cut -d: -f1)"
-      fi
-      # password '*': no password login, but the account is not "locked" (sshd keys still work)
-      useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell "$shell" \
-              --password '*' "$name"
-      created=$((created + 1))
-    fi
-
-    # home on the shared volume (slurmd, login): create once, never chown an existing tree
-    if [[ $make_homes == true && -d /home && -w /home && ! -e $home ]]; then
-      install -d -o "$uid" -g "$gid" -m 0700 "$home"
-      cp -a /etc/skel/. "$home"/ 2>/dev/null || true
-      chown -R "$uid:$gid" "$home"
-      chmod 0700 "$home"
-      log "created home $home"
-    fi
-    if [[ $with_keys == true ]]; then
-      keys=$USERS_DIR/$name.authorized_keys
-      if [[ -f $keys ]]; then
-        [[ -d $home ]] || die "user $name: home $home does not exist and could not be created (is /home mounted?)"
-        install -d -o "$uid" -g "$gid" -m 0700 "$home/.ssh"
-        install -o "$uid" -g "$gid" -m 0600 "$keys" "$home/.ssh/authorized_keys"
-      fi
-    fi
-  done <"$USERS_FILE"
-  log "users from $USERS_FILE: $created created, $kept already present"
+    [[ -e $home ]] && continue
+    install -d -o "$uid" -g "$gid" -m 0700 "$home"
+    cp -a /etc/skel/. "$home"/ 2>/dev/null || true
+    chown -R "$uid:$gid" "$home"
+    made=$((made + 1))
+  done <"$USERS_PASSWD"
+  log "$(grep -c . "$USERS_PASSWD") site user(s); $made home(s) created"
 }
 
 # --- munge --------------------------------------------------------------------------------------
@@ -199,30 +154,6 @@ wait_for_endpoints() {
   done
 }
 
-# --- users for an unprivileged daemon (slurmrestd) ---------------------------------------------
-# slurmrestd names each job's user from its uid (getpwuid) and cannot add users as a non-root user:
-# passwd and group files in /tmp (image's accounts + the users file), read through nss_wrapper.
-users_for_nss_wrapper() {
-  local dir=/tmp/slurm-k8s-nss line name uid gid shell rest n=0
-  [[ -f $USERS_FILE ]] || { log "no $USERS_FILE mounted; job owners are shown by uid only"; return 0; }
-  mkdir -p "$dir"
-  cp /etc/passwd "$dir/passwd"
-  cp /etc/group "$dir/group"
-  while IFS= read -r line || [[ -n $line ]]; do
-    line=${line%%#*}
-    line=${line//[[:space:]]/}
-    [[ -n $line ]] || continue
-    IFS=: read -r name uid gid shell rest <<<"$line"
-    [[ $name =~ ^[a-z_][a-z0-9_-]{0,31}$ && $uid =~ ^[0-9]+$ && $gid =~ ^[0-9]+$ && -z ${rest:-} ]] ||
-      die "$USERS_FILE: expected name:uid:gid:shell, got '$line'"
-    echo "$name:*:$uid:$gid::/home/$name:/usr/sbin/nologin" >>"$dir/passwd"
-    cut -d: -f3 "$dir/group" | grep -qx "$gid" || echo "$name:x:$gid:" >>"$dir/group"
-    n=$((n + 1))
-  done <"$USERS_FILE"
-  export LD_PRELOAD=libnss_wrapper.so NSS_WRAPPER_PASSWD=$dir/passwd NSS_WRAPPER_GROUP=$dir/group
-  log "$n site user(s) known to $ROLE (nss_wrapper)"
-}
-
 # --- role-specific set-up -----------------------------------------------------------------------
 setup_slurmdbd() {
   [[ -f $DBD_CONF_SRC ]] || die "missing $DBD_CONF_SRC (mount the slurmdbd Secret at ${DBD_CONF_SRC%/*}/)"
@@ -280,19 +211,17 @@ setup_login() {
 }
 
 # --- main ---------------------------------------------------------------------------------------
-# create_users MAKE_HOMES INSTALL_AUTHORIZED_KEYS
 case $ROLE in
-  slurmctld) link_config true;  create_users false false ;;
-  slurmdbd)  link_config false; create_users false false ;;
+  slurmctld) link_config true ;;
+  slurmdbd)  link_config false ;;
   slurmd)
     if [[ -n ${SLURMD_CONF_SERVER:-} ]]; then link_config false; else link_config true; fi
-    create_users true false ;;
-  login)     link_config true;  create_users true true ;;
-  # unprivileged: reads the mounted slurm.conf in place; users through nss_wrapper
+    make_homes ;;
+  login)     link_config true; make_homes ;;
+  # unprivileged: reads the mounted slurm.conf in place
   slurmrestd) [[ -f $CONFIG_DIR/slurm.conf ]] || die "missing $CONFIG_DIR/slurm.conf (role slurmrestd needs it)"
-              export SLURM_CONF=$CONFIG_DIR/slurm.conf
-              users_for_nss_wrapper ;;
-  *)         link_config false; create_users false false ;;
+              export SLURM_CONF=$CONFIG_DIR/slurm.conf ;;
+  *)         link_config false ;;
 esac
 
 case $ROLE in

@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Why pods are not ready, in one line each, for the error a failed rollout reports.
+"""Filters over live pods: why they are not ready (k8s_pod_problems), and the patches that annotate
+them (k8s_pod_annotations).
+
+Why pods are not ready, in one line each, for the error a failed rollout reports.
 
 kubernetes.core's waiter says only "Timed out waiting on resource". The resources role reads the
 cluster's pods when a step fails and adds what this filter finds: a pod the scheduler cannot place
@@ -59,6 +62,58 @@ def k8s_pod_problems(pods):
     return sorted(problems)
 
 
+def k8s_pod_annotations(pods, annotations, namespace=None):
+    """Partial Pod manifests (apiVersion, kind, name, annotations) that set `annotations` on each of `pods`
+    (live pods, whose pending or running ones count, or k8s_pods_mounting's {name}): applied, they change
+    the pods' metadata only, which makes the kubelet sync each pod (e.g. refresh its ConfigMap volumes)
+    without a restart."""
+    if not isinstance(pods, list) or not isinstance(annotations, dict):
+        raise AnsibleFilterError("k8s_pod_annotations expects a list of pods and a dict of annotations")
+    patches = []
+    for pod in pods:
+        if not isinstance(pod, dict):
+            continue
+        if "metadata" in pod:
+            if not _live(pod):
+                continue
+            name, namespace_of_pod = pod["metadata"].get("name"), pod["metadata"].get("namespace")
+        else:
+            name, namespace_of_pod = pod.get("name"), None
+        meta = {"name": name, "annotations": dict((str(k), str(v)) for k, v in annotations.items())}
+        if namespace_of_pod or namespace:
+            meta["namespace"] = namespace_of_pod or namespace
+        patches.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta})
+    return patches
+
+
+def _live(pod):
+    return not ((pod or {}).get("metadata") or {}).get("deletionTimestamp") \
+        and ((pod or {}).get("status") or {}).get("phase") in ("Pending", "Running")
+
+
+def k8s_pods_mounting(pods, kind, name):
+    """{name, container} of each running pod with a volume of the ConfigMap or Secret `name`, with the first
+    container that mounts it (where a command run in the pod sees the files), when that container is ready.
+    (A pod that is not running yet reads the files as they are when it starts.)"""
+    if not isinstance(pods, list) or kind not in ("ConfigMap", "Secret"):
+        raise AnsibleFilterError("k8s_pods_mounting expects a list of pods, ConfigMap or Secret, and a name")
+    source, field = ("configMap", "name") if kind == "ConfigMap" else ("secret", "secretName")
+    found = []
+    for pod in pods:
+        if not isinstance(pod, dict) or not _live(pod) or (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        spec = pod.get("spec") or {}
+        volumes = {volume.get("name") for volume in spec.get("volumes") or []
+                   if ((volume.get(source) or {}).get(field)) == name}
+        container = next((c.get("name") for c in spec.get("containers") or []
+                          if any(m.get("name") in volumes for m in c.get("volumeMounts") or [])), None)
+        ready = {c.get("name") for c in (pod.get("status") or {}).get("containerStatuses") or [] if c.get("ready")}
+        if container in ready:
+            found.append({"name": (pod.get("metadata") or {}).get("name"), "container": container})
+    return found
+
+
 class FilterModule(object):
     def filters(self):
-        return {"k8s_pod_problems": k8s_pod_problems}
+        return {"k8s_pod_problems": k8s_pod_problems, "k8s_pod_annotations": k8s_pod_annotations,
+                "k8s_pods_mounting": k8s_pods_mounting}

@@ -810,7 +810,12 @@ def _partition_rules(values):
     return problems
 
 
-_RESERVED_USERS = ("root", "slurm", "munge", "slurmrestd", "sshd", "mysql", "nobody")
+# The image's own accounts (Debian's base-passwd, the daemons'): the pods read the site's users after them
+# (nsswitch "files extrausers"), so a site user with one of these names or ids would not be the one seen.
+_RESERVED_USERS = ("root", "slurm", "munge", "slurmrestd", "sshd", "mysql", "nobody", "daemon", "bin", "sys",
+                   "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data", "backup", "list",
+                   "irc", "_apt", "messagebus")
+_RESERVED_IDS = {64030: "slurm", 64031: "munge", 64032: "slurmrestd", 65534: "nobody/nogroup"}
 
 
 def _user_rules(values):
@@ -824,6 +829,11 @@ def _user_rules(values):
         if name in _RESERVED_USERS:
             problems.append(Problem(where + ".name", "must not be one of the image's own users (%s)"
                                     % ", ".join(_RESERVED_USERS)))
+        for field in ("uid", "gid"):
+            value = _scalar(user.get(field))
+            if value in _RESERVED_IDS:
+                problems.append(Problem("%s.%s" % (where, field), "%s is the image's %s id (choose another)"
+                                        % (value, _RESERVED_IDS[value])))
         if name is not None and name in names:
             problems.append(Problem(where + ".name", "is used twice"))
         if uid is not None and uid in uids:

@@ -222,6 +222,81 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     assert written == {("patch", "configmaps", "slurm-config"), ("patch", "deployments", "slurmrestd")}, written
 
 
+def test_users_and_keys_change_without_restarting_a_pod_or_a_job(cluster):
+    """Adding a user, changing their key and removing them restart no pod: every pod reads passwd, group and
+    the keys from the users ConfigMap at each lookup, and site.yml makes the kubelets refresh the files at
+    once (a pod annotation). A job holding both slurmd nodes runs throughout and completes with its id; a
+    user who still owns a job is not removed."""
+    alice_only = cluster.variables["config_users"]
+    before = cluster.kube.pod_identity(cluster.namespace)
+    release = "/home/alice/release-%d" % time.time_ns()
+    held = cluster.ssh("sbatch --parsable -N2 -o /dev/null --wrap 'srun -N2 sh -c \"while [ ! -e %s ]; do sleep 1; done\"'"
+                       % release).stdout.strip()
+    wait_for(lambda: cluster.job_state(held) == "RUNNING", 60, "job %s to run on both nodes" % held)
+    bob_keys = []
+    for n in (1, 2):
+        key = cluster.workdir / ("bob_%d" % n)
+        if not key.exists():
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "bob-%d" % n, "-f", key])
+        bob_keys.append(key)
+
+    def bob(command, key, check=False):
+        return cluster.ssh(command, user="bob", key=key, check=check, timeout=60)
+
+    def bob_can_srun(key):
+        proc = bob("srun -N1 id -u", key)
+        return proc.returncode == 0 and proc.stdout.split() == ["2002"]
+
+    try:
+        # a new user: can log in and run a job as soon as site.yml ends
+        position = cluster.kube.audit_position()
+        cluster.save(config_users=alice_only + [{"name": "bob", "uid": 2002, "authorized_keys": [
+            bob_keys[0].with_suffix(".pub").read_text().strip()]}])
+        started = time.monotonic()
+        proc, changed, seconds = cluster.site()
+        cluster.timings["site_user_added_s"] = seconds
+        assert changed > 0 and "Propagate the users to the running pods" in proc.stdout
+        wait_for(lambda: bob_can_srun(bob_keys[0]), 60, "bob's first ssh + srun")
+        cluster.timings["user_added_to_first_srun_s"] = time.monotonic() - started
+        assert bob("stat -c '%u %a' $HOME", bob_keys[0], check=True).stdout.split() == ["2002", "700"]
+        assert cluster.ctld("sacctmgr", "--noheader", "--parsable2", "show", "user", "bob", "format=user,defaultaccount"
+                            ).stdout.split() == ["bob|users"]
+        # the only writes: the users ConfigMap, and an annotation on each pod that mounts it (all but MariaDB's;
+        # metadata only: no restart)
+        written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name"))
+                   for w in cluster.kube.writes_since(position, cluster.namespace)}
+        assert written == {("patch", "configmaps", "slurm-users")} | {
+            ("patch", "pods", pod) for pod in before if not pod.startswith("mariadb-")}, written
+
+        # a changed key: the new one works, the old one no longer does
+        cluster.save(config_users=alice_only + [{"name": "bob", "uid": 2002, "authorized_keys": [
+            bob_keys[1].with_suffix(".pub").read_text().strip()]}])
+        cluster.site()
+        assert bob_can_srun(bob_keys[1])
+        assert bob("true", bob_keys[0]).returncode == 255
+
+        # not removed while a job of theirs is in the queue: refused before any change
+        bobs = bob("sbatch --parsable -o /dev/null --wrap 'sleep 600'", bob_keys[1], check=True).stdout.strip()
+        cluster.save(config_users=alice_only)
+        proc, _changed, _seconds = cluster.site(check=False)
+        assert proc.returncode != 0
+        assert "config_users removes bob, who still own 1 job(s): %s bob" % bobs in proc.stdout, proc.stdout[-3000:]
+        assert "bob:" in cluster.ctld("cat", "/var/lib/extrausers/passwd").stdout
+        cluster.ctld("scancel", bobs)
+        wait_for(lambda: cluster.ctld("squeue", "-h", "-u", "bob").stdout.strip() == "", 60, "bob's job to leave the queue")
+        # removed: no login, the home stays
+        cluster.site()
+        assert bob("true", bob_keys[1]).returncode == 255
+        assert cluster.ctld("getent", "passwd", "bob", check=False).returncode == 2
+        assert cluster.ssh("stat -c %u /home/bob").stdout.split() == ["2002"]
+    finally:
+        cluster.save(config_users=alice_only)
+    assert cluster.job_state(held) == "RUNNING", "the job holding both nodes did not survive the user changes"
+    assert cluster.kube.pod_identity(cluster.namespace) == before, "a user change replaced or restarted a pod"
+    cluster.ssh("touch %s" % release)
+    wait_for(lambda: cluster.accounted_state(held) == ["COMPLETED"], 60, "job %s to complete" % held)
+
+
 def test_accounting_as_code_limits_and_enforcement(cluster):
     """config_qos/config_accounts through site.yml: associations enforced at submit by Slurm itself,
     MaxJobsPerUser keeps a second job PENDING, MaxWall with DenyOnLimit refuses a longer job; no pod

@@ -39,6 +39,10 @@ RENDER_COMMAND_LOGGER = ('printf "%s files, %s, %s\\n" "$(find "$SLURM_K8S_RENDE
                          '"$(grep -c MaxJobCount=12345 "$SLURM_K8S_RENDER_DIR/slurm/configmap-slurm-config.yaml")" >> "$1"')
 # the password in the site's own Secret of the external-db-secret run (read by the database role)
 EXTERNAL_DB_PASSWORD = "S1te-owned-DB-pass"
+# users the restart/slurm-conf variant adds to the defaults (which have none): two in one group, one with a key
+VARIANT_USERS = [{"name": "bob", "uid": 3001, "gid": 3000, "shell": "/bin/zsh",
+                  "authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqBVzoCUOejZKZNjJ10e0QYmdbLUhsp3N70OwWnSMu2 bob"]},
+                 {"name": "carol", "uid": 3002, "gid": 3000}]
 # ... and one that slurmdbd.conf cannot hold (a space and '#'), refused before anything is written
 EXTERNAL_DB_BAD_PASSWORD = "S1te owned#DB"
 
@@ -188,7 +192,7 @@ class Runs:
         elif kind == "no-network-policies":
             variables["cluster_network_policies"] = False
         elif kind == "slurm-conf":
-            variables["config_slurm_conf"] = {"MaxJobCount": 12345}
+            variables.update(config_slurm_conf={"MaxJobCount": 12345}, config_users=VARIANT_USERS)
         elif kind == "munge-key":
             # a deleted Secret is generated again on the next run when asked for: a new munge key
             (target / "slurm" / "secret-munge-key.yaml").unlink()

@@ -569,7 +569,8 @@ def test_render_creates_the_platform_with_derived_names_labels_and_user(rendered
         assert labels.get("azimuth.stackhpc.com/cluster-id") == "azt-static-0001", path
         assert labels.get("app.kubernetes.io/instance") == "azt", path
     users = manifests["slurm-azt-static-0001/configmap-slurm-users.yaml"]["data"]
-    assert users["users"].startswith("azimuth:2000:2000:")
+    assert users["passwd"] == "azimuth:*:2000:2000::/home/azimuth:/bin/bash\n"
+    assert users["group"] == "azimuth:x:2000:\n"
     assert users["azimuth.authorized_keys"].strip() == SSH_KEY
     assert "ClusterName=azt" in manifests["slurm-azt-static-0001/configmap-slurm-config.yaml"]["data"]["slurm.conf"]
 

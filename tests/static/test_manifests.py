@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, VALUE_SETS, VERBOSE_SETS, load_values, secret_values
+from conftest import ROOT, VALUE_SETS, VARIANT_USERS, VERBOSE_SETS, load_values, secret_values
 
 OLDEST_KUBERNETES = (1, 29)
 WORKLOAD_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "Job", "Pod")
@@ -32,10 +32,13 @@ BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSET
 # ConfigMaps whose change the pods pick up without a restart (slurm.conf & co: scontrol reconfigure;
 # slurm-power: the power-save program reads its configuration, pod templates and the cluster CA
 # (kube-root-ca.crt) at every call).
-HOT_RELOADED = {("ConfigMap", "slurm-config"), ("ConfigMap", "slurm-power"), ("ConfigMap", "kube-root-ca.crt")}
+# slurm-users: the pods read passwd, group and the keys at each lookup (libnss-extrausers, sshd's
+# AuthorizedKeysCommand).
+HOT_RELOADED = {("ConfigMap", "slurm-config"), ("ConfigMap", "slurm-power"), ("ConfigMap", "kube-root-ca.crt"),
+                ("ConfigMap", "slurm-users")}
 # checksum annotation -> the object it tracks
 CHECKSUM_OF = {"munge-key": ("Secret", "munge-key"), "ssh-host-keys": ("Secret", "ssh-host-keys"),
-               "users": ("ConfigMap", "slurm-users"), "slurmdbd-conf": ("Secret", "slurmdbd-config"),
+               "slurmdbd-conf": ("Secret", "slurmdbd-config"),
                "slurm-database": ("Secret", "slurm-database"), "jwt-key": ("Secret", "slurm-jwt-key"),
                "slurm-conf": ("ConfigMap", "slurm-config")}
 # Workloads that read slurm.conf at start only (no scontrol reconfigure reaches them): slurmrestd.
@@ -532,17 +535,24 @@ def _templates(run):
     return {(doc["kind"], doc["metadata"]["name"]): doc for doc in workloads(run)}
 
 
-def test_slurm_conf_change_restarts_no_pod(runs, renders):
+def test_slurm_conf_and_users_changes_restart_no_pod(runs, renders):
+    """The variant changes slurm.conf and adds two users in one group, one with a key."""
     before, after = renders["defaults"], runs.result("restart/slurm-conf").check()
     assert "12345" in after.get("ConfigMap", "slurm-config")["data"]["slurm.conf"]
     assert before.get("ConfigMap", "slurm-config") != after.get("ConfigMap", "slurm-config")
+    users = after.get("ConfigMap", "slurm-users")["data"]
+    assert users == {"passwd": "bob:*:3001:3000::/home/bob:/bin/zsh\ncarol:*:3002:3000::/home/carol:/bin/bash\n",
+                     "group": "bob:x:3000:\n", "bob.authorized_keys": VARIANT_USERS[0]["authorized_keys"][0] + "\n"}
+    assert users != before.get("ConfigMap", "slurm-users")["data"]
     changed = sorted(key for key, doc in _templates(after).items() if _templates(before).get(key) != doc)
-    assert changed == [], "a slurm.conf change altered the pod templates of %s" % changed
-    # the config role read the deployed slurm.conf (here from the directory) and saw the change: the
-    # reconfigure is notified (tests/k8s shows it reaching slurmctld)
+    assert changed == [], "a slurm.conf or users change altered the pod templates of %s" % changed
+    # the config role read the deployed slurm.conf and users (here from the directory) and saw the changes:
+    # the reconfigure and the users' propagation are notified (tests/k8s shows them reaching the pods)
     assert "slurm.conf changed (%s): Slurm will be reconfigured" % hashlib.sha256(
         after.get("ConfigMap", "slurm-config")["data"]["slurm.conf"].encode()).hexdigest() in after.output, \
         after.output[-3000:]
+    assert "the users changed (%s): every pod reads them" % hashlib.sha256(
+        json.dumps(users, sort_keys=True).encode()).hexdigest() in after.output, after.output[-3000:]
 
 
 def test_new_munge_key_restarts_exactly_the_pods_that_mount_it(runs, renders):

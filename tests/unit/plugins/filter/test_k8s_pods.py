@@ -11,7 +11,7 @@ __metaclass__ = type
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.hpc.slurm_k8s.plugins.filter.k8s_pods import k8s_pod_problems
+from ansible_collections.hpc.slurm_k8s.plugins.filter.k8s_pods import k8s_pod_annotations, k8s_pod_problems, k8s_pods_mounting
 
 
 def pod(name, conditions=(), containers=(), init=(), phase="Pending", deleting=False):
@@ -63,3 +63,47 @@ def test_pod_problems(pods, expected):
 def test_not_a_list_is_an_error():
     with pytest.raises(AnsibleFilterError, match="expects a list of pods"):
         k8s_pod_problems({"kind": "Pod"})
+
+
+def test_pod_annotations_patch_the_live_pods_only():
+    pods = [
+        {"metadata": {"name": "slurmd-0", "namespace": "slurm"}, "status": {"phase": "Running"}},
+        {"metadata": {"name": "slurmd-1", "namespace": "slurm"}, "status": {"phase": "Pending"}},
+        {"metadata": {"name": "old", "namespace": "slurm", "deletionTimestamp": "2026-12-02T00:00:00Z"},
+         "status": {"phase": "Running"}},
+        {"metadata": {"name": "done", "namespace": "slurm"}, "status": {"phase": "Succeeded"}},
+    ]
+    assert k8s_pod_annotations(pods, {"hpc.slurm-k8s/users-sha256": "abc"}) == [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": name, "namespace": "slurm", "annotations": {"hpc.slurm-k8s/users-sha256": "abc"}}}
+        for name in ("slurmd-0", "slurmd-1")]
+    with pytest.raises(AnsibleFilterError):
+        k8s_pod_annotations({"kind": "Pod"}, {})
+
+
+def test_pods_mounting_a_configmap_with_the_container_that_sees_it():
+    def pod(name, volumes, containers, phase="Running", ready=True):
+        return {"metadata": {"name": name},
+                "status": {"phase": phase, "containerStatuses": [{"name": c["name"], "ready": ready} for c in containers]},
+                "spec": {"volumes": volumes, "containers": containers}}
+    users = {"name": "users", "configMap": {"name": "slurm-users"}}
+    pods = [
+        pod("slurmd-0", [users], [{"name": "slurmd", "volumeMounts": [{"name": "users", "mountPath": "/x"}]}]),
+        # the volume in the second container only
+        pod("login-1", [users], [{"name": "side"}, {"name": "login", "volumeMounts": [{"name": "users", "mountPath": "/x"}]}]),
+        pod("mariadb-0", [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}], [{"name": "mariadb"}]),
+        pod("slurmd-9", [users], [{"name": "slurmd", "volumeMounts": [{"name": "users", "mountPath": "/x"}]}], "Failed"),
+        # starting (reads the files as they are then), or running but not ready (e.g. crash looping)
+        pod("slurmd-7", [users], [{"name": "slurmd", "volumeMounts": [{"name": "users", "mountPath": "/x"}]}], "Pending"),
+        pod("slurmd-8", [users], [{"name": "slurmd", "volumeMounts": [{"name": "users", "mountPath": "/x"}]}], ready=False),
+        # a Secret of the same name is another object
+        pod("other", [{"name": "users", "secret": {"secretName": "slurm-users"}}],
+            [{"name": "c", "volumeMounts": [{"name": "users", "mountPath": "/x"}]}]),
+    ]
+    found = k8s_pods_mounting(pods, "ConfigMap", "slurm-users")
+    assert found == [{"name": "slurmd-0", "container": "slurmd"}, {"name": "login-1", "container": "login"}]
+    assert [p["metadata"]["name"] for p in k8s_pod_annotations(found, {"a": 1}, "ns")] == ["slurmd-0", "login-1"]
+    assert k8s_pod_annotations(found, {"a": 1}, "ns")[0]["metadata"] == {"name": "slurmd-0", "namespace": "ns",
+                                                                          "annotations": {"a": "1"}}
+    with pytest.raises(AnsibleFilterError):
+        k8s_pods_mounting(pods, "Pod", "x")

@@ -146,6 +146,10 @@ def test_the_defaults_of_every_role_pass():
      "shorter than slurmrestd_token_lifespan"),
     ({"slurmrestd_token_user": "Alice Smith"}, "slurmrestd_token_user", "user name"),
     ({"config_users": [{"name": "slurmrestd", "uid": 2000}]}, "config_users[0] (slurmrestd).name", "image's own users"),
+    ({"config_users": [{"name": "games", "uid": 2000}]}, "config_users[0] (games).name", "image's own users"),
+    ({"config_users": [{"name": "alice", "uid": 64030}]}, "config_users[0] (alice).uid", "the image's slurm id"),
+    ({"config_users": [{"name": "alice", "uid": 2000, "gid": 65534}]}, "config_users[0] (alice).gid",
+     "the image's nobody/nogroup id"),
 ])
 def test_a_hostile_value_fails_with_the_variable_and_the_rule(values, where, rule):
     problems = _inputs.check(values)
