@@ -92,6 +92,7 @@ make_homes() {
     install -d -o "$uid" -g "$gid" -m 0700 "$home"
     cp -a /etc/skel/. "$home"/ 2>/dev/null || true
     chown -R "$uid:$gid" "$home"
+    chmod 0700 "$home"   # (cp -a of skel's "." gave it skel's mode)
     made=$((made + 1))
   done <"$USERS_PASSWD"
   log "$(grep -c . "$USERS_PASSWD") site user(s); $made home(s) created"
@@ -240,6 +241,11 @@ wait_for_endpoints
 
 case $ROLE in
   slurmctld)
+    # the daemon reads every file of the Slurm ConfigMap where it is mounted (Slurm takes cgroup.conf,
+    # gres.conf, mpi.conf... from slurm.conf's directory): a file added later is read at the next
+    # reconfigure, where the links in /etc/slurm (for commands run in the pod) exist only for the files
+    # present at start
+    export SLURM_CONF=$CONFIG_DIR/slurm.conf
     log "starting slurmctld"
     exec /usr/sbin/slurmctld -D "$@" ;;
   slurmdbd)
@@ -257,7 +263,11 @@ case $ROLE in
         [[ -n ${SLURMD_NODE_CONF:-} ]] && log "SLURMD_NODE_CONF is ignored when SLURMD_DYNAMIC=false (node defined in slurm.conf)" ;;
       *) die "SLURMD_DYNAMIC must be true or false, got '${SLURMD_DYNAMIC}'" ;;
     esac
-    [[ -n ${SLURMD_CONF_SERVER:-} ]] && args+=(--conf-server "$SLURMD_CONF_SERVER")
+    if [[ -n ${SLURMD_CONF_SERVER:-} ]]; then
+      args+=(--conf-server "$SLURMD_CONF_SERVER")
+    else
+      export SLURM_CONF=$CONFIG_DIR/slurm.conf   # as slurmctld: every file where it is mounted
+    fi
     log "starting slurmd ${args[*]} $*"
     exec /usr/sbin/slurmd "${args[@]}" "$@" ;;
   login)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import time
 
 import pytest
@@ -217,9 +218,35 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     assert daemons(after) == daemons(before), "a Slurm pod was replaced or restarted"
     # slurmrestd reads slurm.conf only at start: its Deployment rolls (a new pod Ready before the old goes)
     assert set(after) - set(daemons(after)) != set(before) - set(daemons(before)), "slurmrestd kept its old slurm.conf"
-    # the only objects written: the slurm.conf ConfigMap, and slurmrestd's pod template (its checksum)
+    # the only objects written: the slurm.conf ConfigMap, an annotation on each pod that mounts it (all but
+    # MariaDB's: their kubelets refresh the files at once), and slurmrestd's pod template (its checksum)
     written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name")) for w in cluster.kube.writes_since(position, cluster.namespace)}
-    assert written == {("patch", "configmaps", "slurm-config"), ("patch", "deployments", "slurmrestd")}, written
+    assert written == {("patch", "configmaps", "slurm-config"), ("patch", "deployments", "slurmrestd")} | {
+        ("patch", "pods", pod) for pod in before if not pod.startswith("mariadb-")}, written
+
+
+def test_other_config_files_alone_reconfigure_without_restart(cluster):
+    """Every file of the Slurm ConfigMap acts, not only slurm.conf: cgroup.conf and an extra file (mpi.conf)
+    changed, slurm.conf not, Slurm is reconfigured (24.11 re-executes slurmctld and each slurmd, which re-read
+    every file) and slurmctld shows mpi.conf's new value; a job running throughout goes on, no pod restarts.
+    (cgroup.conf's values are not shown while CgroupPlugin=disabled: the reconfigure is what is seen.)"""
+    before = cluster.kube.pod_identity(cluster.namespace)
+    job = cluster.sbatch("-N2", "-o", "/dev/null", "--wrap", "srun -N2 sleep 300")
+    wait_for(lambda: cluster.job_state(job) == "RUNNING", 60, "job %s to run" % job)
+    cluster.save(config_cgroup_conf={"MaxRAMPercent": 95}, config_extra_files={"mpi.conf": "PMIxDebug=1\n"})
+    try:
+        proc, changed, _seconds = cluster.site()
+        assert changed > 0 and "cgroup.conf, mpi.conf changed (" in proc.stdout, proc.stdout[-3000:]
+        assert "RUNNING HANDLER [hpc.slurm_k8s.config : Reconfigure Slurm]" in proc.stdout
+        shown = cluster.ctld("scontrol", "show", "config").stdout
+        assert re.search(r"^PMIxDebug\s*=\s*1$", shown, re.M), shown[-1500:]
+        assert cluster.job_state(job) == "RUNNING"
+        assert cluster.kube.pod_identity(cluster.namespace) == before, "a configuration change replaced or restarted a pod"
+    finally:
+        cluster.save(config_cgroup_conf={}, config_extra_files={})
+        cluster.ctld("scancel", job, check=False)
+    cluster.site()
+    assert re.search(r"^PMIxDebug\s*=\s*0$", cluster.ctld("scontrol", "show", "config").stdout, re.M)
 
 
 def test_users_and_keys_change_without_restarting_a_pod_or_a_job(cluster):
@@ -259,6 +286,8 @@ def test_users_and_keys_change_without_restarting_a_pod_or_a_job(cluster):
         wait_for(lambda: bob_can_srun(bob_keys[0]), 60, "bob's first ssh + srun")
         cluster.timings["user_added_to_first_srun_s"] = time.monotonic() - started
         assert bob("stat -c '%u %a' $HOME", bob_keys[0], check=True).stdout.split() == ["2002", "700"]
+        # (alice's home, made by the entrypoint when the pods started, is private too)
+        assert cluster.ssh("stat -c '%u %a' $HOME").stdout.split() == ["2001", "700"]
         assert cluster.ctld("sacctmgr", "--noheader", "--parsable2", "show", "user", "bob", "format=user,defaultaccount"
                             ).stdout.split() == ["bob|users"]
         # the only writes: the users ConfigMap, and an annotation on each pod that mounts it (all but MariaDB's;
