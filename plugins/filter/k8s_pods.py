@@ -14,6 +14,8 @@ CrashLoopBackOff with its message), one that exited, or one running but failing 
 
 from __future__ import annotations
 
+import hashlib
+
 from ansible.errors import AnsibleFilterError
 
 
@@ -113,7 +115,16 @@ def k8s_pods_mounting(pods, kind, name):
     return found
 
 
+def k8s_file_sums(files):
+    """The lines `sha256sum -- *` prints in a directory that holds exactly `files` (name: content), as a
+    ConfigMap volume does: names in the C locale's order, the way the shell sorts them there."""
+    if not isinstance(files, dict):
+        raise AnsibleFilterError("k8s_file_sums expects a dict of file names and contents")
+    return ["%s  %s" % (hashlib.sha256(str(content).encode()).hexdigest(), name)
+            for name, content in sorted(files.items(), key=lambda item: str(item[0]).encode())]
+
+
 class FilterModule(object):
     def filters(self):
         return {"k8s_pod_problems": k8s_pod_problems, "k8s_pod_annotations": k8s_pod_annotations,
-                "k8s_pods_mounting": k8s_pods_mounting}
+                "k8s_pods_mounting": k8s_pods_mounting, "k8s_file_sums": k8s_file_sums}

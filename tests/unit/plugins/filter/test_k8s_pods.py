@@ -8,10 +8,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.hpc.slurm_k8s.plugins.filter.k8s_pods import k8s_pod_annotations, k8s_pod_problems, k8s_pods_mounting
+from ansible_collections.hpc.slurm_k8s.plugins.filter.k8s_pods import (
+    k8s_file_sums, k8s_pod_annotations, k8s_pod_problems, k8s_pods_mounting)
 
 
 def pod(name, conditions=(), containers=(), init=(), phase="Pending", deleting=False):
@@ -108,3 +111,14 @@ def test_pods_mounting_a_configmap_with_the_container_that_sees_it():
     assert first == {"name": "slurmd-0", "namespace": "ns", "annotations": {"a": "1"}}
     with pytest.raises(AnsibleFilterError):
         k8s_pods_mounting(pods, "Pod", "x")
+
+
+def test_file_sums_are_what_sha256sum_prints_for_the_files():
+    # (the shell's order in the C locale: upper case before lower case, "." before letters)
+    files = {"passwd": "bob:*:3001:3000::/home/bob:/bin/bash\n", "Zeta.conf": "", "bob.authorized_keys": "k\n"}
+    assert k8s_file_sums(files) == [
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  Zeta.conf",
+        "%s  bob.authorized_keys" % hashlib.sha256(b"k\n").hexdigest(),
+        "%s  passwd" % hashlib.sha256(files["passwd"].encode()).hexdigest()]
+    with pytest.raises(AnsibleFilterError):
+        k8s_file_sums(["passwd"])
