@@ -301,8 +301,9 @@ def test_users_and_keys_change_without_restarting_a_pod_or_a_job(cluster):
         cluster.save(config_users=alice_only + [{"name": "bob", "uid": 2002, "authorized_keys": [
             bob_keys[1].with_suffix(".pub").read_text().strip()]}])
         cluster.site()
-        assert bob_can_srun(bob_keys[1])
-        assert bob("true", bob_keys[0]).returncode == 255
+        # (site.yml waited for slurmctld's copy; login's kubelet, made to sync at once, within seconds)
+        wait_for(lambda: bob_can_srun(bob_keys[1]), 30, "bob's new key to work")
+        wait_for(lambda: bob("true", bob_keys[0]).returncode == 255, 30, "bob's old key to be refused")
 
         # not removed while a job of theirs is in the queue: refused before any change
         bobs = bob("sbatch --parsable -o /dev/null --wrap 'sleep 600'", bob_keys[1], check=True).stdout.strip()
@@ -315,7 +316,7 @@ def test_users_and_keys_change_without_restarting_a_pod_or_a_job(cluster):
         wait_for(lambda: cluster.ctld("squeue", "-h", "-u", "bob").stdout.strip() == "", 60, "bob's job to leave the queue")
         # removed: no login, the home stays
         cluster.site()
-        assert bob("true", bob_keys[1]).returncode == 255
+        wait_for(lambda: bob("true", bob_keys[1]).returncode == 255, 30, "bob's login to be refused")
         assert cluster.ctld("getent", "passwd", "bob", check=False).returncode == 2
         assert cluster.ssh("stat -c %u /home/bob").stdout.split() == ["2002"]
     finally:
