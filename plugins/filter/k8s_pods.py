@@ -94,9 +94,9 @@ def _live(pod):
 
 
 def k8s_pods_mounting(pods, kind, name):
-    """{name, container, path} of each running pod with a volume of the ConfigMap or Secret `name`: the first
-    container that mounts it and where (a command run there sees the files), when that container is ready.
-    (A pod that is not running yet reads the files as they are when it starts.)"""
+    """{name} of each running pod with a volume of the ConfigMap or Secret `name` that a ready container
+    mounts (what k8s_pod_annotations takes). (A pod that is not running yet reads the files as they are
+    when it starts.)"""
     if not isinstance(pods, list) or kind not in ("ConfigMap", "Secret"):
         raise AnsibleFilterError("k8s_pods_mounting expects a list of pods, ConfigMap or Secret, and a name")
     source, field = ("configMap", "name") if kind == "ConfigMap" else ("secret", "secretName")
@@ -107,11 +107,11 @@ def k8s_pods_mounting(pods, kind, name):
         spec = pod.get("spec") or {}
         volumes = {volume.get("name") for volume in spec.get("volumes") or []
                    if ((volume.get(source) or {}).get(field)) == name}
-        mounts = [(c.get("name"), m.get("mountPath")) for c in spec.get("containers") or []
-                  for m in c.get("volumeMounts") or [] if m.get("name") in volumes and not m.get("subPath")]
+        mounting = [c.get("name") for c in spec.get("containers") or []
+                    if any(m.get("name") in volumes for m in c.get("volumeMounts") or [])]
         ready = {c.get("name") for c in (pod.get("status") or {}).get("containerStatuses") or [] if c.get("ready")}
-        if mounts and mounts[0][0] in ready:
-            found.append({"name": (pod.get("metadata") or {}).get("name"), "container": mounts[0][0], "path": mounts[0][1]})
+        if mounting and mounting[0] in ready:
+            found.append({"name": (pod.get("metadata") or {}).get("name")})
     return found
 
 

