@@ -641,6 +641,7 @@ RULES = {
     "slurmctld_state_storage_class": OPTIONAL_SUBDOMAIN,
     "slurmctld_resources": resources_dict(),
     "slurmctld_wait_timeout": _TIMEOUT,
+    "slurmctld_health_accounting": _any,
     "slurmctld_termination_grace_period": _GRACE,
     # slurmrestd
     "slurmrestd_image": IMAGE,
@@ -672,6 +673,11 @@ RULES = {
     "slurmd_node_selector": dict_of(LABEL_KEY, LABEL_VALUE, "label"),
     "slurmd_tolerations": list_of(_TOLERATION),
     "slurmd_wait_timeout": _TIMEOUT,
+    "slurmd_rollout_policy": _any,
+    "slurmd_rollout_max_unavailable": _one_of(_int_range(1, 65533), _pattern(r"[1-9][0-9]{0,4}|([1-9][0-9]?|100)%", ""),
+                                              description='a count from 1 or a percentage within 1%-100% such as "25%"'),
+    "slurmd_rollout_wait_timeout": _TIMEOUT,
+    "slurmd_rollout_reason": REASON,
     # slurmdbd
     "slurmdbd_image": IMAGE,
     "slurmdbd_conf_default": slurm_conf("slurmdbd.conf", _SLURMDBD_FORBIDDEN),
@@ -691,6 +697,7 @@ RULES = {
     "teardown_delete_volumes": _any,
     # upgrade
     "upgrade_phase": _any,
+    "upgrade_mode": _any,
     "upgrade_nodes": list_of(HOSTLIST),
     "upgrade_reason": REASON,
     "upgrade_wait_for_jobs": _any,
@@ -759,6 +766,13 @@ def _cross_rules(values):
     if isinstance(cpus, int) and isinstance(request, str) and request and _cores(request) is not None:
         if not 0 < _cores(request) <= cpus:
             problems.append(Problem("slurmd_cpu_request", "must be above 0 and no larger than slurmd_cpus (%d)" % cpus))
+    unavailable = values.get("slurmd_rollout_max_unavailable")
+    if isinstance(unavailable, str) and unavailable.isdigit():
+        unavailable = int(unavailable)
+    if isinstance(replicas, int) and isinstance(unavailable, int) and not isinstance(unavailable, bool) \
+            and replicas > 0 and unavailable > replicas:
+        problems.append(Problem("slurmd_rollout_max_unavailable", "must be at most slurmd_replicas (%d), got %d; "
+                                'a percentage such as "25%%" follows the replicas' % (replicas, unavailable)))
     problems += _restd_rules(values)
     problems += _group_rules(values) + _partition_rules(values) + _user_rules(values) + _accounting_rules(values)
     return problems

@@ -4,8 +4,10 @@ One cluster (namespace slurm-day2, 2 workers) is deployed by site.yml through th
 in order and share it: upgrade refused while a job runs; upgrade waiting for it while a pending job
 keeps its id and runs after; a no-op upgrade that writes nothing to the API; a config-only upgrade
 without any restart; an admin-drained node and an upgrade interrupted after its pre phase, finished
-by an image upgrade that the StatefulSet controllers roll out while a job stays queued; the timed
-image upgrade back; the dump restores; scale down refused / waiting / without ghost node; teardown
+by an image upgrade (the slurmd rollout replaces the drained workers) while a job stays queued;
+site.yml back to the old images while a job runs on each worker (the slurmd rollout: one pod at a
+time, each after its job); a rolling upgrade (upgrade_mode=rolling) to the new images under a running
+job; upgrade.yml and scale.yml with the slurmctld pod gone; the dump restores; scale down refused / waiting / without ghost node; teardown
 refused while a job runs, keeping the volumes, idempotent, then with teardown_delete_volumes removing
 the claims of the volumeClaimTemplates too. Every Slurm-side step of the playbooks runs in the pods
 through the kubernetes.core.kubectl connection.
@@ -15,6 +17,7 @@ so another image id).
 
 from __future__ import annotations
 
+import calendar
 import gzip
 import json
 import os
@@ -162,21 +165,131 @@ def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id
     wait_for(lambda: set(s for s, _r in cluster.nodes().values()) == {"idle"}, 30, "both nodes idle")
 
 
-def test_image_upgrade_window(cluster):
-    # back to the old images: a pure image change, every pod replaced, timed drain -> resume
-    proc, _changed, seconds = cluster.playbook("upgrade")
-    cluster.timings["upgrade_image_back_s"] = seconds
-    cluster.timings["window_image_s"] = float(WINDOW.search(proc.stdout).group(1))
-    assert images(cluster)["slurmd-0"].endswith(":%s" % OLD)
+def _when(timestamp):
+    """Seconds since the epoch of an API server or sacct time stamp (UTC; the pods' local time is UTC)."""
+    return calendar.timegm(time.strptime(timestamp.rstrip("Z"), "%Y-%m-%dT%H:%M:%S"))
+
+
+def test_site_with_other_images_replaces_each_worker_after_its_jobs(cluster):
+    """site.yml with other images (back to the old ones the vars file names), while a job runs on each worker: slurmdbd, slurmctld and login restart
+    (running jobs go on: slurmctld's state survives); each slurmd pod is deleted by the collection (the
+    StatefulSet is OnDelete), only once its node is drained and its job has ended, one pod at a time; an
+    admin's drain stays; a held job keeps its id and runs afterwards."""
+    release = {"slurmd-0": "/tmp/day2-rollout-0", "slurmd-1": "/tmp/day2-rollout-1"}
+    jobs = {node: cluster.sbatch("-w", node, "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % path)
+            for node, path in release.items()}
+    for job in jobs.values():
+        wait_for(lambda job=job: cluster.job_state(job) == "RUNNING", 30, "job %s running" % job)
+    held = cluster.sbatch("--hold", "--wrap", "hostname")
+    cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=drain", "reason=admin: fan noise")
+    before = cluster.kube.pod_identity(cluster.namespace)
+
+    def release_jobs():
+        # once the rollout waits for the first node's job: the site.yml run above it went by meanwhile
+        time.sleep(5)
+        for node, path in release.items():
+            cluster.kube.exec(cluster.namespace, node, "touch", path, container="slurmd")
+
+    position = cluster.kube.audit_position()
+    cluster.save(cluster_image_tag=OLD)
+    proc, changed, seconds = cluster.playbook(
+        "site", when_output=("TASK [hpc.slurm_k8s.slurmd : Drain, and wait until no job is left", release_jobs))
+    cluster.timings["site_new_image_with_jobs_s"] = seconds
+    assert changed > 0 and "replacing 2 pod(s) in 2 step(s) of at most 1" in proc.stdout, proc.stdout[-3000:]
+    # the jobs ran to their end on the old pods, with their ids
+    for job in jobs.values():
+        assert cluster.accounted_state(job) == ["COMPLETED"], job
+    assert cluster.job_state(held) == "PENDING"
+    pods = cluster.kube.pods(cluster.namespace, "app.kubernetes.io/name=slurmd")
+    ready_at = {}
+    for node, job in jobs.items():
+        pod = pods[node]
+        assert pod["status"]["containerStatuses"][0]["image"].endswith(":%s" % OLD), node
+        assert pod["metadata"]["uid"] != before[node][0], "%s was not replaced" % node
+        ended = cluster.ctld("sacct", "-n", "-X", "-j", job, "-o", "End%30").stdout.strip()
+        assert _when(pod["metadata"]["creationTimestamp"]) >= _when(ended), (node, "replaced before its job ended")
+        ready_at[node] = _when(next(c["lastTransitionTime"] for c in pod["status"]["conditions"] if c["type"] == "Ready"))
+    # one at a time (slurmd_rollout_max_unavailable 1): the second pod was deleted after the first was ready again
+    assert _when(pods["slurmd-1"]["metadata"]["creationTimestamp"]) >= ready_at["slurmd-0"]
+    # the collection deleted each once
+    deleted = sorted(w["objectRef"]["name"] for w in cluster.kube.writes_since(position, cluster.namespace)
+                     if w["verb"] == "delete" and w["objectRef"]["resource"] == "pods"
+                     and w["objectRef"]["name"].startswith("slurmd-"))
+    assert deleted == ["slurmd-0", "slurmd-1"], deleted
+    state = cluster.nodes()
+    assert state["slurmd-1"] == ("drain", "admin: fan noise") and state["slurmd-0"][0] == "idle", state
+    # a second run: nothing to replace, nothing changed
+    _proc, changed, _seconds = cluster.site()
+    assert changed == 0
+    cluster.ctld("scontrol", "release", held)
+    wait_for(lambda: cluster.accounted_state(held) == ["COMPLETED"], 60, "held job %s completed" % held)
+    cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=resume")
+    wait_for(lambda: set(s for s, _r in cluster.nodes().values()) == {"idle"}, 30, "both nodes idle")
+
+
+def test_rolling_upgrade_keeps_scheduling_and_waits_for_each_workers_job(cluster):
+    """upgrade.yml with upgrade_mode=rolling, to the new images while a job runs on slurmd-0: no
+    whole-cluster drain and no refusal; slurmdbd and slurmctld restart under the running job; the idle
+    worker is replaced first and takes a new job while slurmd-0 waits for its own; slurmd-0 is replaced
+    only after its job ended."""
+    release = "/tmp/day2-rolling-release"
+    running = cluster.sbatch("-w", "slurmd-0", "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % release)
+    wait_for(lambda: cluster.job_state(running) == "RUNNING", 30, "job %s running" % running)
+    before = cluster.kube.pod_identity(cluster.namespace)
+    late = {}
+
+    def submit_and_release():
+        # the rollout waits for slurmd-0's job: slurmd-1, replaced first, schedules meanwhile
+        late["job"] = cluster.sbatch("-w", "slurmd-1", "--wrap", "hostname")
+        wait_for(lambda: cluster.accounted_state(late["job"]) == ["COMPLETED"], 60, "a job on slurmd-1 during the rollout")
+        cluster.kube.exec(cluster.namespace, "slurmd-0", "touch", release, container="slurmd")
+
+    cluster.save(cluster_image_tag=NEW)
+    proc, _changed, seconds = cluster.playbook(
+        "upgrade", "-e", "upgrade_mode=rolling",
+        when_output=("TASK [hpc.slurm_k8s.slurmd : Drain, and wait until no job is left (policy wait), on slurmd-0", submit_and_release))
+    cluster.timings["upgrade_rolling_s"] = seconds
+    assert "rolling upgrade: no node is drained now; 1 active job(s) keep running" in proc.stdout
+    assert "replacing 2 pod(s) in 2 step(s) of at most 1: slurmd-1 -> slurmd-0" in proc.stdout, proc.stdout[-3000:]
+    assert "no maintenance window (rolling upgrade" in proc.stdout
+    assert cluster.accounted_state(running) == ["COMPLETED"]
+    after = cluster.kube.pod_identity(cluster.namespace)
+    for pod, image in images(cluster).items():
+        if pod != "mariadb-0":
+            assert image.endswith(":%s" % NEW) and after[pod][0] != before[pod][0], (pod, image)
+    pod = cluster.kube.get("pod", "slurmd-0", cluster.namespace)
+    ended = cluster.ctld("sacct", "-n", "-X", "-j", running, "-o", "End%30").stdout.strip()
+    assert _when(pod["metadata"]["creationTimestamp"]) >= _when(ended), "slurmd-0 replaced before its job ended"
     assert set(s for s, _r in cluster.nodes().values()) == {"idle"} and sorted(cluster.nodes()) == ["slurmd-0", "slurmd-1"]
     assert re.search(r"node\(s\) back with Slurm 24\.11", proc.stdout)
     # as a user on the login node (slurmctld's NetworkPolicy admits only 6817: no srun I/O there)
     assert sorted(cluster.ssh("srun -N2 hostname").stdout.split()) == ["slurmd-0", "slurmd-1"]   # task order is not defined
 
 
+def test_an_unreachable_slurmctld_stops_each_playbook_with_its_own_message(cluster):
+    """With the slurmctld pod gone, upgrade.yml ends with its own UPGRADE STOPPED message (not Ansible's
+    UNREACHABLE) and scale.yml with the same diagnosis; nothing is changed; site.yml brings it back."""
+    cluster.kube.kubectl("-n", cluster.namespace, "scale", "statefulset/slurmctld", "--replicas=0")
+    wait_for(lambda: cluster.kube.get("pod", "slurmctld-0", cluster.namespace, check=False) is None, 120,
+             "the slurmctld pod to be gone")
+    position = cluster.kube.audit_position()
+    diagnosis = "the slurmctld pod %s/slurmctld-0 cannot be reached" % cluster.namespace
+    proc, _changed, _seconds = cluster.playbook("upgrade", check=False)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-3000:])
+    assert "UPGRADE STOPPED while checking" in proc.stdout and diagnosis in proc.stdout, proc.stdout[-3000:]
+    assert "Nothing was changed" in proc.stdout and "unreachable=0" in proc.stdout
+    proc, _changed, _seconds = cluster.playbook("scale", check=False)
+    assert proc.returncode == 2 and diagnosis in proc.stdout and "unreachable=0" in proc.stdout, proc.stdout[-3000:]
+    assert cluster.kube.writes_since(position, cluster.namespace) == []
+    _proc, changed, _seconds = cluster.site()
+    assert changed > 0
+    wait_for(lambda: set(s for s, _r in cluster.nodes().values()) == {"idle"}, 60, "both nodes idle")
+
+
 def test_database_dump_restores(cluster):
     dumps = sorted(cluster.backup_dir.glob("slurm-day2-slurm_acct_db-*.sql.gz"))
-    # one per image upgrade (slurmdbd changed); none for the no-op and config-only upgrades
+    # one per image upgrade (slurmdbd changed), the rolling one too; none for the no-op and config-only
+    # upgrades, nor for site.yml
     assert len(dumps) == 2 and all(re.search(r"-\d{8}T\d{6}Z\.sql\.gz$", d.name) for d in dumps)
     assert oct(dumps[-1].stat().st_mode & 0o777) == "0o600"
     sql = gzip.decompress(dumps[-1].read_bytes())

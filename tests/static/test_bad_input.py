@@ -66,6 +66,12 @@ CASES = [
     ("wait-timeout-negative", {"slurmd_wait_timeout": -5}, "slurmd_wait_timeout: must be within 1-604800 seconds"),
     ("replicas-above-max-node-count", {"slurmd_replicas": 5000},
      "slurmd_replicas: must be at most MaxNodeCount of slurm.conf (1024"),
+    ("rollout-policy-unknown", {"slurmd_rollout_policy": "kill"}, "slurmd_rollout_policy"),
+    ("rollout-max-unavailable-zero", {"slurmd_rollout_max_unavailable": 0},
+     "slurmd_rollout_max_unavailable: must be a count from 1 or a percentage within 1%-100%"),
+    ("rollout-max-unavailable-above-replicas", {"slurmd_replicas": 2, "slurmd_rollout_max_unavailable": 3},
+     "slurmd_rollout_max_unavailable: must be at most slurmd_replicas (2), got 3"),
+    ("rollout-max-unavailable-percent", {"slurmd_rollout_max_unavailable": "150%"}, "slurmd_rollout_max_unavailable"),
     ("storage-class-invalid", {"storage_class": "Fast_SSD"}, "storage_class: must be empty or a DNS-1123 subdomain"),
     ("several-problems", {"slurmd_replicas": -1, "storage_class": "A B", "slurmd_wait_timeout": 0}, "storage_class"),
     # accounting references are planned against an empty database before anything is rendered

@@ -82,5 +82,6 @@ def _run_watching(argv, env, timeout, text, action):
                 action()
         returncode = child.wait(timeout=timeout)
     proc = subprocess.CompletedProcess(argv, returncode, "".join(lines), "")
-    assert acted, "never saw %r in the output of %s" % (text, " ".join(map(str, argv)))
+    assert acted, "never saw %r in the output of %s (rc=%s)\n--- output\n%s" % (
+        text, " ".join(map(str, argv)), returncode, proc.stdout[-6000:])
     return proc
