@@ -635,6 +635,7 @@ RULES = {
     "secrets_password_length": _int_range(16, 128, " characters"),
     "secrets_ssh_host_key_types": _any,
     "secrets_regenerate": _any,
+    "secrets_rotation": dict_of(_pattern(r"database|jwt|ssh", "database, jwt or ssh"), REASON, "secret"),
     # slurmctld
     "slurmctld_image": IMAGE,
     "slurmctld_state_size": SIZE,

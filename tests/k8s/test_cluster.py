@@ -498,3 +498,58 @@ def test_service_token_playbook_stores_a_working_token_once(cluster):
                                                 "-e", "slurmrestd_token_secret=nobody-token", check=False)
     assert proc.returncode != 0 and "nosuchuser is not a user of the cluster" in proc.stdout, proc.stdout[-3000:]
     assert cluster.kube.get("secret", "nobody-token", cluster.namespace, check=False) is None
+
+
+def test_rotation_of_database_password_jwt_key_and_host_keys_loses_no_job(cluster):
+    """secrets_rotation through site.yml while a job holds both workers: the database password changes in
+    MariaDB first (ALTER USER, the new value read from the Secret in the pod), then in the Secret, then
+    slurmdbd restarts alone (MariaDB and the workers run on); the JWT key and the SSH host keys change
+    (slurmctld and login restart). The job runs on and is COMPLETED in sacct with its id; the old password
+    no longer logs in, the new one does; no password is in the output; a second run with the same labels
+    changes nothing."""
+    def secret(name):
+        return cluster.kube.get("secret", name, cluster.namespace)
+
+    def maria_login(password):
+        # the password on stdin, not in a command line
+        return cluster.kube.exec(cluster.namespace, "mariadb-0", "sh", "-c",
+                                 'read -r p; MYSQL_PWD="$p" mariadb -h127.0.0.1 -uslurm -N -e "SELECT 1"',
+                                 container="mariadb", input=password + "\n", check=False).returncode
+
+    old = {name: secret(name)["data"] for name in ("slurm-database", "slurm-jwt-key", "ssh-host-keys")}
+    old_password = base64.b64decode(old["slurm-database"]["password"]).decode()
+    release = "/home/alice/release-%d" % time.time_ns()
+    held = cluster.ssh("sbatch --parsable -N2 -o /dev/null --wrap 'srun -N2 sh -c \"while [ ! -e %s ]; do sleep 1; done\"'"
+                       % release).stdout.strip()
+    wait_for(lambda: cluster.job_state(held) == "RUNNING", 60, "job %s to run on both nodes" % held)
+    before = cluster.kube.pod_identity(cluster.namespace)
+    labels = {"database": "2026-12", "jwt": "2026-12", "ssh": "2026-12"}
+    cluster.save(secrets_rotation=labels)
+    try:
+        proc, changed, seconds = cluster.site()
+        cluster.timings["site_rotation_s"] = seconds
+        assert changed > 0 and "rotating database, jwt, ssh" in proc.stdout, proc.stdout[-3000:]
+        new = {name: secret(name) for name in old}
+        password = base64.b64decode(new["slurm-database"]["data"]["password"]).decode()
+        assert sorted(new["slurm-database"]["data"]) == ["password", "root-password"]
+        assert password != old_password
+        assert new["slurm-database"]["data"]["root-password"] == old["slurm-database"]["root-password"]
+        assert new["slurm-jwt-key"]["data"] != old["slurm-jwt-key"] and new["ssh-host-keys"]["data"] != old["ssh-host-keys"]
+        for name in old:
+            assert new[name]["metadata"]["annotations"]["hpc.slurm-k8s/rotation"] == "2026-12", name
+        assert old_password not in proc.stdout and password not in proc.stdout
+        assert maria_login(password) == 0 and maria_login(old_password) != 0
+        after = cluster.kube.pod_identity(cluster.namespace)
+        for pod in ("mariadb-0", "slurmd-0", "slurmd-1"):
+            assert after[pod] == before[pod], "%s was restarted by the rotation" % pod
+        for pod in ("slurmdbd-0", "slurmctld-0"):
+            assert after[pod][0] != before[pod][0], "%s was not restarted with the new secrets" % pod
+        # the same labels again: nothing to do
+        _proc, changed, _seconds = cluster.site()
+        assert changed == 0
+    finally:
+        cluster.save(secrets_rotation={})
+    assert cluster.job_state(held) == "RUNNING", "the job holding both nodes did not survive the rotation"
+    cluster.wait_for_login()
+    cluster.ssh("touch %s" % release)
+    wait_for(lambda: cluster.accounted_state(held) == ["COMPLETED"], 90, "job %s COMPLETED in sacct" % held)

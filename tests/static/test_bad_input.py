@@ -72,6 +72,9 @@ CASES = [
     ("rollout-max-unavailable-above-replicas", {"slurmd_replicas": 2, "slurmd_rollout_max_unavailable": 3},
      "slurmd_rollout_max_unavailable: must be at most slurmd_replicas (2), got 3"),
     ("rollout-max-unavailable-percent", {"slurmd_rollout_max_unavailable": "150%"}, "slurmd_rollout_max_unavailable"),
+    ("rotation-of-an-unknown-secret", {"secrets_rotation": {"munge": "2026-12"}}, "secrets_rotation"),
+    ("rotation-with-a-render-directory", {"secrets_rotation": {"ssh": "2026-12"}},
+     "secrets_rotation: the Kubernetes API backend is needed"),
     ("storage-class-invalid", {"storage_class": "Fast_SSD"}, "storage_class: must be empty or a DNS-1123 subdomain"),
     ("several-problems", {"slurmd_replicas": -1, "storage_class": "A B", "slurmd_wait_timeout": 0}, "storage_class"),
     # accounting references are planned against an empty database before anything is rendered
