@@ -6,16 +6,21 @@ are out of date, how many may be unavailable at once, and in which order they ar
 
 The slurmd role replaces the pods itself, batch by batch (drain, wait for the jobs, delete, wait for
 the node to register from the new pod, resume its own drain); these filters only decide, from what
-the API and Slurm report, so that the decision is unit-tested on its own.
+the API and Slurm report, so that the decision is unit-tested on its own. Burst (power-save) pods are
+not replaced but powered down once idle (k8s_outdated_burst_pods names those made from an old template).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
 from ansible.errors import AnsibleFilterError
 
+# what the powersave role's pod templates and slurm-k8s-power put on a burst pod
+POD_TEMPLATE_ANNOTATION = "hpc.slurm-k8s/pod-template"
+BURST_GROUP_LABEL = "hpc.slurm-k8s/burst-group"
 _PERCENT = re.compile(r"^([0-9]{1,3})%$")
 _ORDINAL = re.compile(r"-([0-9]+)$")
 # base states of a node that holds jobs (slurm_node_info's lower-case base state)
@@ -70,6 +75,36 @@ def k8s_outdated_pods(pods, statefulset):
     return sorted(outdated, key=_ordinal)
 
 
+def k8s_outdated_burst_pods(pods, power_files):
+    """Names of the live burst pods made from another pod template than their group's current one.
+
+    `power_files` is the data of the powersave role's ConfigMap: each `pod-<group>.json` carries, in the
+    annotation hpc.slurm-k8s/pod-template, the digest of that template, which every pod made from it
+    inherits. Pods being deleted or already ended are left out (their nodes are powering down, or the
+    next power-up replaces them), and so are pods of a group that no longer exists (not Slurm nodes any
+    more)."""
+    if not isinstance(power_files, dict):
+        raise AnsibleFilterError("k8s_outdated_burst_pods expects the data of the power-save ConfigMap as a dict")
+    current = {}
+    for name, text in power_files.items():
+        if name.startswith("pod-") and name.endswith(".json"):
+            try:
+                template = json.loads(text)
+            except ValueError as error:
+                raise AnsibleFilterError("%s of the power-save ConfigMap is not JSON: %s" % (name, error))
+            current[name[len("pod-"):-len(".json")]] = ((template.get("metadata") or {}).get("annotations") or {}).get(
+                POD_TEMPLATE_ANNOTATION)
+    outdated = []
+    for pod in pods or []:
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(BURST_GROUP_LABEL)
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if group in current and (meta.get("annotations") or {}).get(POD_TEMPLATE_ANNOTATION) != current[group]:
+            outdated.append(meta.get("name"))
+    return sorted(outdated, key=lambda name: (_ORDINAL.sub("", name), _ordinal(name)))
+
+
 def k8s_ready_pods(pods, revision):
     """Names of the pods that are Ready, not being deleted, and of the StatefulSet revision `revision`:
     a pod replaced by the rollout counts once its successor is."""
@@ -112,4 +147,5 @@ class FilterModule(object):
     def filters(self):
         return {"slurm_max_unavailable": slurm_max_unavailable, "k8s_outdated_pods": k8s_outdated_pods,
                 "slurm_rollout_batches": slurm_rollout_batches,
-                "k8s_ready_pods": k8s_ready_pods, "k8s_pod_refs": k8s_pod_refs}
+                "k8s_ready_pods": k8s_ready_pods, "k8s_pod_refs": k8s_pod_refs,
+                "k8s_outdated_burst_pods": k8s_outdated_burst_pods}

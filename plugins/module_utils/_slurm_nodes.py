@@ -2,7 +2,7 @@
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Read Slurm nodes and plan state changes (drain, undrain/resume, down) for hpc.slurm_k8s.
+"""Read Slurm nodes and plan state changes (drain, undrain/resume, down, power down) for hpc.slurm_k8s.
 
 Private to hpc.slurm_k8s. Parsing reads `scontrol show node --oneliner`, the one node format that
 Slurm 22.05 through 25.x all print (22.05 has no `scontrol --json`; `sinfo --json` changes shape
@@ -28,6 +28,10 @@ from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_runner import
 # (`hpc.slurm_k8s:upgrade ...`). Only such nodes are ever returned to service without force.
 REASON_TAG = "hpc.slurm_k8s"
 TAG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+# A node with one of these flags is powered down or on its way there (POWER_DOWN: requested, done
+# once it is idle; POWER_DRAIN: the drain of a POWER_DOWN_ASAP).
+_POWERING_DOWN_FLAGS = ("powered_down", "powering_down", "power_down", "power_drain")
 
 # A job on a node in one of these base states or with this flag keeps a drain from completing.
 _BUSY_BASE_STATES = ("allocated", "mixed")
@@ -186,7 +190,7 @@ class NodePlan:
     """What `slurm_node` will do: nodes grouped by scontrol action, plus those left alone."""
 
     def __init__(self):
-        self.actions = {}      # scontrol state (DRAIN, UNDRAIN, RESUME, DOWN) -> [names]
+        self.actions = {}      # scontrol state (DRAIN, UNDRAIN, RESUME, DOWN, POWER_DOWN_ASAP) -> [names]
         self.unchanged = []    # already in the desired state
         self.skipped = {}      # name -> why it is left alone although not in the desired state
 
@@ -205,7 +209,17 @@ def plan(table, names, state, tag, force):
         node = table.nodes[name]
         node_tag = owner_tag(node["reason"])
         ours = node_tag == tag
-        if state == "drained":
+        if state == "powered_down":
+            if any(flag in node["flags"] for flag in _POWERING_DOWN_FLAGS):
+                result.unchanged.append(name)
+            elif "cloud" not in node["flags"] and not force:
+                result.skipped[name] = "not a power-saving (State=CLOUD) node: powering it down is not ours to do (force: true overrides)"
+            elif "drain" in node["flags"] and not ours and not force:
+                # the power-down would end their drain: Slurm clears it once the node is down
+                result.skipped[name] = _foreign(node, tag).replace("not ours to resume", "not ours to power down")
+            else:
+                result.add("POWER_DOWN_ASAP", name)
+        elif state == "drained":
             if "drain" in node["flags"]:
                 result.unchanged.append(name)
             else:
@@ -257,7 +271,12 @@ def predicted(node, action, reason):
         flags = [f for f in flags if f not in ("drain", "not_responding")]
     elif action == "DOWN":
         base = "down"
+    elif action == "POWER_DOWN_ASAP":
+        flags += ["drain", "power_down"]
     return dict(state="+".join([base.upper()] + [f.upper() for f in flags]), reason=reason)
+
+
+_WITH_REASON = ("DRAIN", "DOWN", "POWER_DOWN_ASAP")
 
 
 def apply_plan(table, node_plan, reason):
@@ -266,13 +285,13 @@ def apply_plan(table, node_plan, reason):
     Returns {action: hostlist} of what was done.
     """
     done = {}
-    for action in ("DRAIN", "DOWN", "UNDRAIN", "RESUME"):
+    for action in ("DRAIN", "DOWN", "POWER_DOWN_ASAP", "UNDRAIN", "RESUME"):
         names = node_plan.actions.get(action)
         if names:
             hostlist = table.runner.compress_hostlist(names)
             table.stale = True
             try:
-                table.runner.update_nodes(hostlist, action, reason if action in ("DRAIN", "DOWN") else None)
+                table.runner.update_nodes(hostlist, action, reason if action in _WITH_REASON else None)
             except SlurmCommandError as error:
                 if not _done_despite_error(table, error, action, names):
                     raise

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: slurm_node
-short_description: Drain, resume or down Slurm nodes, never touching nodes drained by someone else
+short_description: Drain, resume, down or power down Slurm nodes, never touching nodes drained by someone else
 version_added: 0.1.0
 description:
   - Brings one or many Slurm nodes to a desired state with one C(scontrol update) call per kind of
@@ -46,12 +46,20 @@ options:
         this module's tag and O(tag) are touched, unless O(force=true).
       - V(down) sets the nodes DOWN. Slurm kills or requeues jobs on a node set down, so nodes with jobs
         are refused (named in the error) unless O(force=true).
+      - V(powered_down) powers power-saving (C(State=CLOUD)) nodes down once their jobs have ended
+        (C(scontrol update state=POWER_DOWN_ASAP)) - Slurm drains them at once, so no new job starts
+        there, runs C(SuspendProgram) when they are idle and ends that drain itself; the next job that
+        needs them powers them up again. It does not wait. Nodes already powered down or on their way
+        are left alone, as are nodes drained by someone else (the power-down would end their drain) and
+        nodes that are not power-saving nodes, unless O(force=true). Give it a tag of its own, since a later
+        O(state=resumed) with the same tag would end the drain before the node powers down.
     type: str
-    choices: [drained, resumed, down]
+    choices: [drained, resumed, down, powered_down]
     required: true
   reason:
     description:
-      - Why the nodes are drained or down; required for O(state=drained) and O(state=down).
+      - Why the nodes are drained, down or powered down; required for O(state=drained), O(state=down)
+        and O(state=powered_down).
       - Stored by Slurm as C(hpc.slurm_k8s:<tag> <reason>).
     type: str
   tag:
@@ -65,6 +73,8 @@ options:
     description:
       - With O(state=resumed), also resume nodes drained or downed by someone else or for another tag.
       - With O(state=down), also down nodes that have jobs on them.
+      - With O(state=powered_down), also power down nodes drained by someone else, and nodes that are
+        not power-saving nodes.
     type: bool
     default: false
   wait:
@@ -111,6 +121,13 @@ EXAMPLES = r"""
     state: down
     reason: "DIMM errors, ticket 4711"
     slurm_conf: /etc/slurm/slurm.conf
+
+- name: Power down the burst nodes made from an old pod template, each once its jobs have ended
+  hpc.slurm_k8s.slurm_node:
+    nodes: "slurmd-burst-[0-3]"
+    state: powered_down
+    tag: powerdown
+    reason: "pod template changed"
 """
 
 RETURN = r"""
@@ -146,8 +163,8 @@ skipped_nodes:
   type: dict
   sample: {slurmd-1: "drained by root (bad disk): not ours to resume (force: true overrides)"}
 reason:
-  description: The full reason written for O(state=drained) and O(state=down), tag included.
-  returned: when O(state) is V(drained) or V(down)
+  description: The full reason written for O(state=drained), O(state=down) and O(state=powered_down), tag included.
+  returned: when O(state) is V(drained), V(down) or V(powered_down)
   type: str
   sample: "hpc.slurm_k8s:upgrade upgrade to 24.11"
 waited:
@@ -185,13 +202,14 @@ from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_runner import
     SlurmTimeoutError,
 )
 
-_VERBS = dict(drained="drained", resumed="resumed", down="set down")
+_VERBS = dict(drained="drained", resumed="resumed", down="set down", powered_down="powered down")
+_ALREADY = dict(resumed="in service", powered_down="powered down or on their way")
 
 
 def run(module, runner):
     params = module.params
     state = params["state"]
-    reason = tagged_reason(params["tag"], params["reason"]) if state in ("drained", "down") else None
+    reason = tagged_reason(params["tag"], params["reason"]) if state in ("drained", "down", "powered_down") else None
 
     table = NodeTable(runner)
     names = table.select(params["nodes"])
@@ -258,9 +276,13 @@ def _message(state, node_plan, done, check_mode):
     changed = node_plan.changed_names
     if changed:
         listing = " ".join(done.values()) if done else ",".join(changed[:10]) + (",..." if len(changed) > 10 else "")
-        parts.append("%s%s %d node(s): %s" % ("would have " if check_mode else "", _VERBS[state], len(changed), listing))
+        if state == "powered_down":
+            parts.append("%s %d node(s) once their jobs end: %s" % (
+                "would power down" if check_mode else "powering down", len(changed), listing))
+        else:
+            parts.append("%s%s %d node(s): %s" % ("would have " if check_mode else "", _VERBS[state], len(changed), listing))
     if node_plan.unchanged:
-        parts.append("%d already %s" % (len(node_plan.unchanged), "in service" if state == "resumed" else _VERBS[state]))
+        parts.append("%d already %s" % (len(node_plan.unchanged), _ALREADY.get(state, _VERBS[state])))
     if node_plan.skipped:
         parts.append("%d left alone (see skipped_nodes)" % len(node_plan.skipped))
     return "; ".join(parts) or "no node selected"
@@ -269,7 +291,7 @@ def _message(state, node_plan, done, check_mode):
 def main():
     argument_spec = dict(
         nodes=dict(type="list", elements="str", required=True),
-        state=dict(type="str", required=True, choices=["drained", "resumed", "down"]),
+        state=dict(type="str", required=True, choices=["drained", "resumed", "down", "powered_down"]),
         reason=dict(type="str"),
         tag=dict(type="str", default="maintenance"),
         force=dict(type="bool", default=False),
@@ -280,7 +302,7 @@ def main():
     argument_spec.update(SLURM_COMMON_ARGUMENT_SPEC)
     module = AnsibleModule(
         argument_spec=argument_spec,
-        required_if=[("state", "drained", ("reason",)), ("state", "down", ("reason",))],
+        required_if=[("state", "drained", ("reason",)), ("state", "down", ("reason",)), ("state", "powered_down", ("reason",))],
         supports_check_mode=True,
     )
     params = module.params

@@ -5,10 +5,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slurmhost import SlurmHostCluster  # noqa: E402
+from slurmhost import ModuleRunner, SlurmHostCluster  # noqa: E402
 
 REQUIRED = ("slurmctld", "slurmd", "slurmdbd", "scontrol", "squeue", "munged", "mariadbd", "ansible")
 
@@ -51,36 +49,6 @@ def cluster():
 def _clean_nodes(request):
     if "cluster" in request.fixturenames:
         request.getfixturevalue("cluster").reset_nodes()
-
-
-class ModuleRunner:
-    """Runs one of our modules through `ansible localhost -m`, as a user's playbook would."""
-
-    def __init__(self, cluster):
-        self.cluster = cluster
-
-    def __call__(self, module, args, check=False, diff=False):
-        argv = ["ansible", "localhost", "-m", "hpc.slurm_k8s.%s" % module]
-        if args:
-            argv += ["-a", json.dumps(args)]
-        if check:
-            argv.append("--check")
-        if diff:
-            argv.append("--diff")
-        # The minimal callback prints `localhost | CHANGED => {json}` (FAILED! for failures).
-        env = dict(self.cluster.env, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal",
-                   ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-        marker = proc.stdout.find("localhost | ")
-        start = proc.stdout.find("=> ", marker) + 3 if marker >= 0 else -1
-        try:
-            result = json.JSONDecoder().raw_decode(proc.stdout[start:])[0]
-        except ValueError:
-            raise AssertionError("ansible printed no result (rc=%s):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
-        status = proc.stdout[marker + len("localhost | "):start].split()[0]
-        result["failed"] = status in ("FAILED!", "UNREACHABLE!")
-        assert result["failed"] == (proc.returncode != 0), (status, proc.returncode)
-        return result
 
 
 @pytest.fixture

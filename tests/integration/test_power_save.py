@@ -44,7 +44,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "unit" / "powersave"))
 from fakekube import FakeKube  # noqa: E402
-from slurmhost import SlurmHostCluster, ensure_munged  # noqa: E402  (puts the repository on sys.path)
+from slurmhost import ModuleRunner, SlurmHostCluster, ensure_munged  # noqa: E402  (puts the repository on sys.path)
 from tests.support.proc import wait_for  # noqa: E402
 from tests.support.power import PROGRAM  # noqa: E402
 SITE = ROOT / "playbooks" / "site.yml"
@@ -465,6 +465,44 @@ def test_job_powers_a_node_up_runs_and_the_node_powers_down(power):
     if started - submitted > 15:
         print("\nNOTE: job start %.1f s after sbatch exceeds the 15 s target: Slurm 22.05 keeps the job "
               "CONFIGURING until its periodic job check (every 30 s) sees the powered-up node" % (started - submitted))
+
+
+def test_a_busy_burst_node_powered_down_by_slurm_node_runs_its_job_to_the_end_first(power):
+    """slurm_node state=powered_down (what a rollout does to a burst pod made from an old template) on a
+    burst node running a job: no new job starts there, the job runs to its end, then SuspendProgram
+    deletes the pod and Slurm ends the drain itself; a second call changes nothing."""
+    cluster, fake, kubelet = power
+    kubelet.stuck = False
+    release = cluster.workdir / "release-burst-job"
+    out = cluster.run(["sbatch", "--parsable", "-p", "burst", "-N1", "-o", "/dev/null", "--wrap",
+                       "while [ ! -e %s ]; do sleep 0.2; done" % release]).stdout
+    job = out.strip().split(";")[0]
+    wait_for(lambda: job_info(cluster, job).get("JobState") == "RUNNING", 60, "job %s running" % job)
+    node = job_info(cluster, job)["NodeList"]
+    run_module = ModuleRunner(cluster)
+    args = {"nodes": [node], "state": "powered_down", "tag": "rollout", "reason": "pod template changed"}
+    result = run_module("slurm_node", args)
+    assert not result["failed"] and result["changed"] and result["changed_nodes"] == [node], result
+    print("\n%s after POWER_DOWN_ASAP: %s" % (node, result["nodes"][node]["after"]))
+    assert result["nodes"][node]["after"]["reason"] == "hpc.slurm_k8s:rollout pod template changed", result
+    again = run_module("slurm_node", args)
+    assert not again["failed"] and not again["changed"] and again["unchanged_nodes"] == [node], again
+    # drained: a second burst job does not start there
+    other = submit(cluster, 1)
+    time.sleep(2)
+    assert job_info(cluster, other).get("NodeList") != node and node in fake.pods
+    assert job_info(cluster, job).get("JobState") == "RUNNING"
+    deletes = len([r for r in fake.calls("DELETE") if r.path.endswith("/" + node)])
+    release.touch()
+    wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 30, "job %s COMPLETED" % job)
+    # then SuspendProgram deleted the pod (the fake API's record of the request)
+    wait_for(lambda: len([r for r in fake.calls("DELETE") if r.path.endswith("/" + node)]) > deletes, 60,
+             "pod %s deleted" % node)
+    # the second job ran (perhaps on this node, powered up again: a new pod from the current template)
+    wait_for(lambda: job_info(cluster, other).get("JobState") == "COMPLETED", 120, "job %s COMPLETED" % other)
+    # Slurm ended the drain of the power-down itself
+    state = cluster.run(["scontrol", "-o", "show", "node", node]).stdout
+    assert "DRAIN" not in re.search(r" State=(\S+)", state).group(1), state
 
 
 def test_stuck_pod_fails_resume_then_job_is_requeued_and_completes(power):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from datetime import datetime
 
@@ -102,6 +103,49 @@ def test_rbac_allows_only_the_burst_pods(cluster):
     # what it needs: its burst pods (a missing one is a 404, not a 403)
     assert api_as_slurmctld(cluster, "GET", pods + "/slurmd-burst-1") in (200, 404)
     assert cluster.kube.get("pod", "slurmctld-0", cluster.namespace) is not None
+
+
+def test_a_new_pod_template_powers_a_busy_burst_node_down_only_after_its_job(cluster):
+    """site.yml with another pod template for the burst group while a burst job runs: the running pod is
+    not deleted under its job; its node is drained to power down (POWER_DOWN_ASAP, our reason), so it
+    takes no new job; the job completes, Slurm deletes the pod, and the next burst job on that node runs
+    in a pod of the new template. A second run changes nothing."""
+    template = "hpc.slurm-k8s/pod-template"
+    release = "/tmp/power-release"
+    wait_loop = "while [ ! -e %s ]; do sleep 0.5; done" % release
+    job = cluster.sbatch("-p", "burst", "-N1", "-o", "/dev/null", "--wrap", wait_loop)
+    wait_for(lambda: cluster.job_state(job) == "RUNNING", 180, "burst job %s running" % job)
+    node = cluster.ctld("squeue", "-h", "-j", job, "-o", "%N").stdout.strip()
+    before = cluster.kube.get("pod", node, cluster.namespace)
+    group = dict(cluster.variables["powersave_groups"][0], cpu_request="60m")
+    cluster.save(powersave_groups=[group])
+    proc, changed, seconds = cluster.site()
+    cluster.timings["site_new_burst_template_s"] = seconds
+    assert changed > 0
+    assert "TASK [hpc.slurm_k8s.powersave : Power down once their jobs end (Slurm then deletes their pods) %s]" % node \
+        in proc.stdout, proc.stdout[-3000:]
+    # the pod runs on under its job; the node takes no new job and powers down after it
+    assert cluster.kube.get("pod", node, cluster.namespace)["metadata"]["uid"] == before["metadata"]["uid"]
+    assert cluster.job_state(job) == "RUNNING"
+    state = cluster.ctld("scontrol", "-o", "show", "node", node).stdout
+    assert re.search(r" State=\S*DRAIN\S*POWER_DOWN", state) and \
+        "Reason=hpc.slurm_k8s:powerdown burst pod of an older template" in state, state
+    # a second run changes nothing (the slurmd rollout's final resume leaves this drain to Slurm)
+    _proc, changed, _seconds = cluster.site()
+    assert changed == 0
+    state = cluster.ctld("scontrol", "-o", "show", "node", node).stdout
+    assert re.search(r" State=\S*DRAIN\S*POWER_DOWN", state), state
+    cluster.kube.exec(cluster.namespace, node, "touch", release, container="slurmd")
+    wait_for(lambda: cluster.accounted_state(job) == ["COMPLETED"], 60, "burst job %s COMPLETED" % job)
+    wait_for(lambda: node not in burst_pods(cluster), 120, "the pod of %s to be deleted" % node)
+    # powered up again for the next job: a pod of the new template
+    again = cluster.sbatch("-p", "burst", "-w", node, "-o", "/dev/null", "--wrap", wait_loop)
+    wait_for(lambda: cluster.job_state(again) == "RUNNING", 180, "burst job %s running" % again)
+    after = cluster.kube.get("pod", node, cluster.namespace)
+    assert after["metadata"]["annotations"][template] != before["metadata"]["annotations"][template]
+    assert after["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "60m"
+    cluster.kube.exec(cluster.namespace, node, "touch", release, container="slurmd")
+    wait_for(lambda: cluster.accounted_state(again) == ["COMPLETED"], 60, "burst job %s COMPLETED" % again)
 
 
 def test_deleting_the_slurmctld_statefulset_garbage_collects_the_burst_pods(cluster):

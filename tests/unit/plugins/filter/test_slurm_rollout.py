@@ -7,11 +7,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_rollout import (
-    k8s_outdated_pods, k8s_pod_refs, k8s_ready_pods, slurm_max_unavailable, slurm_rollout_batches)
+    k8s_outdated_burst_pods, k8s_outdated_pods, k8s_pod_refs, k8s_ready_pods, slurm_max_unavailable,
+    slurm_rollout_batches)
 
 
 def statefulset(replicas=3, revision="slurmd-new", generation=4, observed=4):
@@ -87,3 +90,31 @@ def test_batches_idle_first_then_least_loaded():
 
 def test_no_batch_when_nothing_is_outdated():
     assert slurm_rollout_batches([], [node("slurmd-0")], 1) == []
+
+
+def _burst(name, group, digest=None, **extra):
+    meta = {"name": name, "labels": {"hpc.slurm-k8s/burst-group": group}}
+    if digest is not None:
+        meta["annotations"] = {"hpc.slurm-k8s/pod-template": digest}
+    meta.update(extra.pop("meta", {}))
+    return dict({"metadata": meta, "status": {"phase": "Running"}}, **extra)
+
+
+def test_outdated_burst_pods_by_their_groups_template_digest():
+    files = {"config.json": "{}", "resume": "#!/bin/sh\n",
+             "pod-gpu.json": json.dumps({"kind": "Pod", "metadata": {"annotations": {"hpc.slurm-k8s/pod-template": "new"}}}),
+             "pod-cpu.json": json.dumps({"kind": "Pod", "metadata": {"annotations": {"hpc.slurm-k8s/pod-template": "same"}}})}
+    pods = [_burst("slurmd-gpu-10", "gpu", "old"), _burst("slurmd-gpu-2", "gpu"),   # old, and before the digest
+            _burst("slurmd-gpu-1", "gpu", "new"), _burst("slurmd-cpu-0", "cpu", "same"),
+            _burst("slurmd-gpu-3", "gpu", "old", meta={"deletionTimestamp": "2026-12-03T04:00:00Z"}),
+            _burst("slurmd-gpu-4", "gpu", "old", status={"phase": "Failed"}),
+            _burst("slurmd-gone-0", "gone", "old")]                                # a group removed
+    assert k8s_outdated_burst_pods(pods, files) == ["slurmd-gpu-2", "slurmd-gpu-10"]
+    assert k8s_outdated_burst_pods([], files) == []
+
+
+def test_outdated_burst_pods_refuse_what_is_not_the_configmap():
+    with pytest.raises(AnsibleFilterError, match="expects the data of the power-save ConfigMap"):
+        k8s_outdated_burst_pods([], None)
+    with pytest.raises(AnsibleFilterError, match="pod-gpu.json of the power-save ConfigMap is not JSON"):
+        k8s_outdated_burst_pods([], {"pod-gpu.json": "{"})
