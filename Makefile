@@ -74,7 +74,7 @@ e2e: localkube
 ## site.yml through the API, day-2 playbooks, power saving, render mode, bad input, Azimuth; three
 ## test modules (three Slurm clusters) at a time
 k8s: localkube
-	$(PYTEST) tests/k8s -q -n 3 --dist loadfile
+	$(PYTEST) tests/k8s -q -n 3 --dist loadfile --durations=40
 
 ## molecule: the scenarios default, upgrade and existing on the same local Kubernetes
 molecule: export MOLECULE_GLOB := molecule/*/molecule.yml

@@ -64,6 +64,16 @@ def k8s_pod_problems(pods):
     return sorted(problems)
 
 
+def k8s_not_ready_message(pods, namespace):
+    """The sentence a failure message adds about the pods that are not Ready (k8s_pod_problems), with
+    the command that shows more; empty when every pod is Ready (or none could be read)."""
+    problems = k8s_pod_problems(pods)
+    if not problems:
+        return ""
+    return "Pods of the cluster that are not ready: %s (kubectl -n %s describe pod NAME shows more)." % (
+        "; ".join(problems), namespace)
+
+
 def k8s_pod_annotations(pods, annotations, namespace=None):
     """Partial Pod manifests (apiVersion, kind, name, annotations) that set `annotations` on each of `pods`
     (live pods, whose pending or running ones count, or k8s_pods_mounting's {name}): applied, they change
@@ -126,5 +136,6 @@ def k8s_file_sums(files):
 
 class FilterModule(object):
     def filters(self):
-        return {"k8s_pod_problems": k8s_pod_problems, "k8s_pod_annotations": k8s_pod_annotations,
+        return {"k8s_pod_problems": k8s_pod_problems, "k8s_not_ready_message": k8s_not_ready_message,
+                "k8s_pod_annotations": k8s_pod_annotations,
                 "k8s_pods_mounting": k8s_pods_mounting, "k8s_file_sums": k8s_file_sums}

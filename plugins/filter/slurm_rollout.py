@@ -143,9 +143,40 @@ def slurm_rollout_batches(outdated, nodes, max_unavailable):
     return [ordered[i:i + size] for i in range(0, len(ordered), size)]
 
 
+_DURATION = re.compile(r"^(?:(?:([0-9]+)-)?([0-9]+):)?([0-9]+):([0-9]+)$")
+
+
+def _slurm_seconds(text):
+    """Seconds of a Slurm duration ([days-][hours:]minutes:seconds), None for UNLIMITED and the like."""
+    match = _DURATION.match((text or "").strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def slurm_maintenance_window(jobs):
+    """When a whole-cluster maintenance window can start: the running jobs (slurm_job_info's active_jobs)
+    hold their nodes at most until their time limits, so the window starts, at the latest, when the job
+    with the most time left reaches its limit. Returns the number of jobs, `seconds` from now (None when a
+    job has no time limit), the job that ends last with Slurm's end time (slurmctld's clock), and the jobs
+    without a time limit. Jobs usually end earlier: the rollout starts as soon as none is left."""
+    jobs = list(jobs or [])
+    unlimited = [job["job_id"] for job in jobs if _slurm_seconds(job.get("time_left")) is None]
+    last = max(jobs, key=lambda job: _slurm_seconds(job.get("time_left")) or 0) if jobs else None
+    return {
+        "jobs": len(jobs),
+        "seconds": None if unlimited else (_slurm_seconds(last["time_left"]) if last else 0),
+        "last_job": last["job_id"] if last and not unlimited else None,
+        "ends_at": last.get("end_time") if last and not unlimited else None,
+        "unlimited": unlimited,
+    }
+
+
 class FilterModule(object):
     def filters(self):
         return {"slurm_max_unavailable": slurm_max_unavailable, "k8s_outdated_pods": k8s_outdated_pods,
                 "slurm_rollout_batches": slurm_rollout_batches,
                 "k8s_ready_pods": k8s_ready_pods, "k8s_pod_refs": k8s_pod_refs,
-                "k8s_outdated_burst_pods": k8s_outdated_burst_pods}
+                "k8s_outdated_burst_pods": k8s_outdated_burst_pods,
+                "slurm_maintenance_window": slurm_maintenance_window}

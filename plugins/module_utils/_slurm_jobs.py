@@ -35,7 +35,7 @@ LOST_ON_RESTART = (
 _FIELDS = (
     ("job_id", "%i"), ("state", "%T"), ("user", "%u"), ("partition", "%P"), ("nodes", "%N"),
     ("reason", "%r"), ("submit_time", "%V"), ("start_time", "%S"), ("time_used", "%M"),
-    ("name", "%j"),
+    ("time_limit", "%l"), ("time_left", "%L"), ("end_time", "%e"), ("name", "%j"),
 )
 
 

@@ -160,6 +160,20 @@ jobs:
       description: Run time so far.
       type: str
       sample: "1:02"
+    time_limit:
+      description: Time limit of the job as Slurm prints it (V(UNLIMITED) when it has none).
+      type: str
+      sample: "1:00:00"
+    time_left:
+      description: Time left until the job reaches its time limit (V(UNLIMITED) when it has none).
+      type: str
+      sample: "58:58"
+    end_time:
+      description:
+        - Time at which the job ended or, while it runs, reaches its time limit (Slurm's estimate). Slurm puts
+          the end of a running job without a time limit one year after its start.
+      type: str
+      sample: "2026-11-30T00:10:14"
 counts:
   description: Number of jobs per state among RV(jobs).
   returned: always

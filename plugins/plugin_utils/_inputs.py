@@ -635,7 +635,8 @@ RULES = {
     "secrets_password_length": _int_range(16, 128, " characters"),
     "secrets_ssh_host_key_types": _any,
     "secrets_regenerate": _any,
-    "secrets_rotation": dict_of(_pattern(r"database|jwt|ssh", "database, jwt or ssh"), REASON, "secret"),
+    "secrets_rotation": dict_of(_pattern(r"database|jwt|ssh|munge", "database, jwt, ssh or munge"), REASON, "secret"),
+    "secrets_munge_rotation_allowed": _any,
     # slurmctld
     "slurmctld_image": IMAGE,
     "slurmctld_state_size": SIZE,
@@ -718,7 +719,7 @@ SECRET_VARIABLES = frozenset({"database_external_password"})
 # Facts the roles publish for each other (set_fact names without a leading '_'); not user input.
 ROLE_OUTPUTS = frozenset({
     "cluster_model", "cluster_api_auth", "cluster_preflight_passed",
-    "config_checksums", "database_connection", "resources_changed_by", "secrets_checksums",
+    "config_checksums", "database_connection", "resources_changed_by", "secrets_checksums", "secrets_rotating",
     "powersave_node_count", "powersave_slurm_conf", "powersave_slurm_conf_lines", "powersave_slurm_conf_nodes",
     "powersave_slurm_conf_partitions", "powersave_slurmctld_volume_mounts", "powersave_slurmctld_volumes",
 })

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tests.support.proc import wait_for  # (conftest's slurmhost import put the repository on sys.path)
 
 TAG = "hpc.slurm_k8s:upgrade"
@@ -142,6 +144,17 @@ def test_job_filters_and_counts(cluster, run_module):
     assert only_pending["jobs"][0]["node_names"] == []
     bad_user = run_module("slurm_job_info", {"users": ["no-such-user-here"]})
     assert bad_user["failed"] is True and "Invalid user" in bad_user["msg"]
+
+
+def test_job_time_limit_time_left_and_end_time_as_slurm_prints_them(cluster, run_module):
+    """What upgrade.yml computes its maintenance window from (squeue %l, %L, %e)."""
+    limited = cluster.run(["sbatch", "--parsable", "-w", "n1", "-t", "7", "-o", "/dev/null", "--chdir=/tmp",
+                           "--wrap", "sleep 300"]).stdout.strip().split(";")[0]
+    wait_for(lambda: job_state(cluster, limited) == "RUNNING", 20, "job %s to run" % limited)
+    job = run_module("slurm_job_info", {"job_ids": [limited]})["jobs"][0]
+    assert job["time_limit"] == "7:00", job
+    assert re.match(r"^[0-6]:[0-5][0-9]$", job["time_left"]), job
+    assert re.match(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$", job["end_time"]), job
 
 
 def test_unknown_node_and_invalid_hostlist_fail_and_change_nothing(cluster, run_module):

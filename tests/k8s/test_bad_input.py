@@ -222,6 +222,34 @@ def test_a_job_that_outlives_the_rollout_timeout_stops_it_and_the_requeue_policy
         deployment.save(slurmd_rollout_policy="wait", slurmd_rollout_wait_timeout=3600)
 
 
+def test_the_proceed_policy_replaces_a_busy_worker_at_once_and_names_the_job_it_ends(deployment):
+    """site.yml with a slurmd template change and slurmd_rollout_policy=proceed while a job that may not
+    be requeued runs on slurmd-1: the run names the job before it replaces that pod, does not wait for it,
+    the job ends (it is not requeued) and both nodes return to service."""
+    kube = deployment.kube
+    job = deployment.sbatch("--no-requeue", "-w", "slurmd-1", "--wrap", "sleep 900")
+    try:
+        wait_for(lambda: deployment.job_state(job) == "RUNNING", 60, "job %s running" % job)
+        before = kube.pods(deployment.namespace, selector="app.kubernetes.io/name=slurmd")
+        deployment.save(slurmd_cpu_request="70m", slurmd_rollout_policy="proceed")
+        proc, changed, seconds = deployment.site()
+        deployment.timings["site_rollout_proceed_s"] = seconds
+        assert changed > 0
+        assert "slurmd_rollout_policy=proceed: job(s) %s on slurmd-1 end now with NODE_FAIL" % job in proc.stdout, \
+            proc.stdout[-3000:]
+        after = kube.pods(deployment.namespace, selector="app.kubernetes.io/name=slurmd")
+        for pod in ("slurmd-0", "slurmd-1"):
+            assert after[pod]["metadata"]["uid"] != before[pod]["metadata"]["uid"], "%s was not replaced" % pod
+        wait_for(lambda: deployment.accounted_state(job) not in ([], ["RUNNING"]), 120, "job %s to end" % job)
+        assert deployment.accounted_state(job) == ["NODE_FAIL"], deployment.accounted_state(job)
+        runs = deployment.ctld("sacct", "-n", "-X", "-D", "-j", job, "-o", "State").stdout.split()
+        assert "REQUEUED" not in runs, runs
+        deployment.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 60)
+    finally:
+        deployment.ctld("scancel", job, check=False)
+        deployment.save(slurmd_rollout_policy="wait")
+
+
 def test_another_instance_in_the_namespace_is_refused_and_nothing_is_written(deployment):
     kube = deployment.kube
     position = kube.audit_position()

@@ -501,23 +501,23 @@ def test_service_token_playbook_stores_a_working_token_once(cluster):
 
 
 def test_rotation_of_database_password_jwt_key_and_host_keys_loses_no_job(cluster):
-    """secrets_rotation through site.yml while a job holds both workers: the database password changes in
-    MariaDB first (ALTER USER, the new value read from the Secret in the pod), then in the Secret, then
-    slurmdbd restarts alone (MariaDB and the workers run on); the JWT key and the SSH host keys change
-    (slurmctld and login restart). The job runs on and is COMPLETED in sacct with its id; the old password
-    no longer logs in, the new one does; no password is in the output; a second run with the same labels
-    changes nothing."""
+    """secrets_rotation through site.yml while a job holds both workers: the passwords of slurm and root
+    change in MariaDB first (ALTER USER, the new values read from the Secret in the pod), then in the
+    Secret, then slurmdbd restarts alone (MariaDB and the workers run on); the JWT key and the SSH host keys
+    change (slurmctld and login restart). The job runs on and is COMPLETED in sacct with its id; the old
+    passwords no longer log in, the new ones do; no password is in the output; a second run with the same
+    labels changes nothing."""
     def secret(name):
         return cluster.kube.get("secret", name, cluster.namespace)
 
-    def maria_login(password):
-        # the password on stdin, not in a command line
+    def maria_login(password, user="-h127.0.0.1 -uslurm"):
+        # the password on stdin, not in a command line (root: through the socket, as root@localhost)
         return cluster.kube.exec(cluster.namespace, "mariadb-0", "sh", "-c",
-                                 'read -r p; MYSQL_PWD="$p" mariadb -h127.0.0.1 -uslurm -N -e "SELECT 1"',
+                                 'read -r p; MYSQL_PWD="$p" mariadb %s -N -e "SELECT 1"' % user,
                                  container="mariadb", input=password + "\n", check=False).returncode
 
     old = {name: secret(name)["data"] for name in ("slurm-database", "slurm-jwt-key", "ssh-host-keys")}
-    old_password = base64.b64decode(old["slurm-database"]["password"]).decode()
+    old_password, old_root = (base64.b64decode(old["slurm-database"][key]).decode() for key in ("password", "root-password"))
     release = "/home/alice/release-%d" % time.time_ns()
     held = cluster.ssh("sbatch --parsable -N2 -o /dev/null --wrap 'srun -N2 sh -c \"while [ ! -e %s ]; do sleep 1; done\"'"
                        % release).stdout.strip()
@@ -530,15 +530,16 @@ def test_rotation_of_database_password_jwt_key_and_host_keys_loses_no_job(cluste
         cluster.timings["site_rotation_s"] = seconds
         assert changed > 0 and "rotating database, jwt, ssh" in proc.stdout, proc.stdout[-3000:]
         new = {name: secret(name) for name in old}
-        password = base64.b64decode(new["slurm-database"]["data"]["password"]).decode()
+        password, root = (base64.b64decode(new["slurm-database"]["data"][key]).decode() for key in ("password", "root-password"))
         assert sorted(new["slurm-database"]["data"]) == ["password", "root-password"]
-        assert password != old_password
-        assert new["slurm-database"]["data"]["root-password"] == old["slurm-database"]["root-password"]
+        assert password != old_password and root != old_root
         assert new["slurm-jwt-key"]["data"] != old["slurm-jwt-key"] and new["ssh-host-keys"]["data"] != old["ssh-host-keys"]
         for name in old:
             assert new[name]["metadata"]["annotations"]["hpc.slurm-k8s/rotation"] == "2026-12", name
-        assert old_password not in proc.stdout and password not in proc.stdout
+        for value in (old_password, password, old_root, root):
+            assert value not in proc.stdout
         assert maria_login(password) == 0 and maria_login(old_password) != 0
+        assert maria_login(root, "-uroot") == 0 and maria_login(old_root, "-uroot") != 0
         after = cluster.kube.pod_identity(cluster.namespace)
         for pod in ("mariadb-0", "slurmd-0", "slurmd-1"):
             assert after[pod] == before[pod], "%s was restarted by the rotation" % pod

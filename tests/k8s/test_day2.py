@@ -2,9 +2,10 @@
 
 One cluster (namespace slurm-day2, 2 workers) is deployed by site.yml through the API. The tests run
 in order and share it: upgrade refused while a job runs; upgrade waiting for it while a pending job
-keeps its id and runs after; a no-op upgrade that writes nothing to the API; a config-only upgrade
-without any restart; an admin-drained node and an upgrade interrupted after its pre phase, finished
-by an image upgrade (the slurmd rollout replaces the drained workers) while a job stays queued;
+keeps its id and runs after (the printed maintenance window from the job's time limit); a no-op
+upgrade that writes nothing to the API; a config-only upgrade without any restart; a munge key rotation
+refused by site.yml, then an admin-drained node and an upgrade interrupted after its pre phase, finished
+by an image upgrade that also rotates the munge key (every pod replaced) while a job stays queued;
 site.yml back to the old images while a job runs on each worker (the slurmd rollout: one pod at a
 time, each after its job); a rolling upgrade (upgrade_mode=rolling) to the new images under a running
 job; upgrade.yml and scale.yml with the slurmctld pod gone; the dump restores; scale down refused / waiting / without ghost node; teardown
@@ -17,6 +18,7 @@ so another image id).
 
 from __future__ import annotations
 
+import base64
 import calendar
 import gzip
 import json
@@ -69,7 +71,8 @@ def images(cluster):
 
 def test_upgrade_refused_while_a_job_runs(cluster):
     # runs until the test releases it (a file in its pod), however long the playbooks take here
-    job = cluster.sbatch("-w", "slurmd-0", "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % RELEASE)
+    # a time limit, from which the upgrade computes when its maintenance window opens at the latest
+    job = cluster.sbatch("-w", "slurmd-0", "-t", "10", "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % RELEASE)
     wait_for(lambda: cluster.job_state(job) == "RUNNING", 30, "job %s running" % job)
     before = cluster.nodes()
     proc, _changed, seconds = cluster.playbook("upgrade", check=False)
@@ -98,6 +101,9 @@ def test_upgrade_waits_for_the_job_and_keeps_the_pending_one(cluster):
         when_output=("TASK [hpc.slurm_k8s.upgrade : Wait for the active jobs to end", release_job))
     cluster.timings["upgrade_noop_with_job_wait_s"] = seconds
     cluster.timings["window_noop_incl_job_wait_s"] = float(WINDOW.search(proc.stdout).group(1))
+    opens = re.search(r"1 running job\(s\) keep their nodes until they end, at the latest in ([0-9]+) s \(job %s reaches"
+                      r" its time limit at [0-9T:-]+ by slurmctld's clock\)" % running, proc.stdout)
+    assert opens and 0 < int(opens.group(1)) <= 600, proc.stdout[-3000:]
     waited = float(re.search(r"no active job \(waited ([0-9.]+) s\)", proc.stdout).group(1))
     assert waited > 1.5, "the upgrade did not wait for job %s" % running
     assert cluster.accounted_state(running) == ["COMPLETED"]
@@ -130,7 +136,22 @@ def test_config_only_upgrade_restarts_nothing(cluster):
     assert set(s for s, _r in cluster.nodes().values()) == {"idle"}
 
 
+def munge_secret(cluster):
+    return cluster.kube.get("secret", "munge-key", cluster.namespace)
+
+
 def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id(cluster):
+    """With a munge key rotation and new images: site.yml refuses the rotation before any change; the
+    upgrade's pre phase drains, is interrupted; the re-run rotates the key and replaces every pod; an
+    admin's drain stays, a queued job keeps its id and runs with the new key."""
+    old_key = munge_secret(cluster)["data"]["munge.key"]
+    before = cluster.kube.pod_identity(cluster.namespace)
+    cluster.save(secrets_rotation={"munge": "day2"})
+    proc, _changed, _seconds = cluster.site(check=False)
+    assert proc.returncode != 0 and "munge: munge holds one key" in proc.stdout and "Nothing was changed" in proc.stdout, \
+        proc.stdout[-3000:]
+    assert munge_secret(cluster)["data"]["munge.key"] == old_key
+    assert cluster.kube.pod_identity(cluster.namespace) == before
     cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=drain", "reason=admin: bad DIMM")
     cluster.playbook("upgrade", "-e", "upgrade_phase=pre")
     state = cluster.nodes()
@@ -159,6 +180,11 @@ def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id
     state = cluster.nodes()
     assert state["slurmd-1"] == ("drain", "admin: bad DIMM"), "the admin's drain was lost: %s" % state
     assert "resumed slurmd-0;" in proc.stdout and "left drained: slurmd-1" in proc.stdout
+    assert "rotating munge; every Slurm daemon restarts with the new munge key" in proc.stdout
+    rotated = munge_secret(cluster)
+    assert rotated["data"]["munge.key"] != old_key and rotated["metadata"]["annotations"]["hpc.slurm-k8s/rotation"] == "day2"
+    assert base64.b64decode(old_key).decode() not in proc.stdout
+    assert base64.b64decode(rotated["data"]["munge.key"]).decode() not in proc.stdout
     wait_for(lambda: cluster.accounted_state(queued) == ["COMPLETED"], 30, "queued job %s completed" % queued)
     assert cluster.associations("account,user,parentname,qos,defaultqos") == accounting, "accounting changed"
     cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=resume")

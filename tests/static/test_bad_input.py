@@ -72,7 +72,7 @@ CASES = [
     ("rollout-max-unavailable-above-replicas", {"slurmd_replicas": 2, "slurmd_rollout_max_unavailable": 3},
      "slurmd_rollout_max_unavailable: must be at most slurmd_replicas (2), got 3"),
     ("rollout-max-unavailable-percent", {"slurmd_rollout_max_unavailable": "150%"}, "slurmd_rollout_max_unavailable"),
-    ("rotation-of-an-unknown-secret", {"secrets_rotation": {"munge": "2026-12"}}, "secrets_rotation"),
+    ("rotation-of-an-unknown-secret", {"secrets_rotation": {"slurm": "2026-12"}}, "secrets_rotation"),
     ("rotation-with-a-render-directory", {"secrets_rotation": {"ssh": "2026-12"}},
      "secrets_rotation: the Kubernetes API backend is needed"),
     ("storage-class-invalid", {"storage_class": "Fast_SSD"}, "storage_class: must be empty or a DNS-1123 subdomain"),

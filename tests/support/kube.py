@@ -81,7 +81,12 @@ class Kube:
     def delete_namespace(self, namespace, timeout=300):
         """Remove a test's namespace, volumes included. Its pods go first without grace: a namespace
         deletion stops slurmctld and the slurmd pods at once, and each preStop hook would then wait
-        for the slurmctld that is gone (teardown.yml is what stops a cluster in order)."""
+        for the slurmctld that is gone (teardown.yml is what stops a cluster in order). Their controllers
+        go before them, leaving the pods behind (orphan): otherwise each StatefulSet makes its pods again
+        at once, and those run their preStop hooks through the whole grace period (about two minutes of
+        each test module's teardown here)."""
+        self.kubectl("delete", "statefulsets,deployments", "--all", "-n", namespace, "--cascade=orphan",
+                     "--wait=true", check=False)
         self.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false",
                      check=False)
         self.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=true",

@@ -14,7 +14,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.hpc.slurm_k8s.plugins.filter.k8s_pods import (
-    k8s_file_sums, k8s_pod_annotations, k8s_pod_problems, k8s_pods_mounting)
+    k8s_file_sums, k8s_not_ready_message, k8s_pod_annotations, k8s_pod_problems, k8s_pods_mounting)
 
 
 def pod(name, conditions=(), containers=(), init=(), phase="Pending", deleting=False):
@@ -61,6 +61,16 @@ SCHEDULED = [condition("PodScheduled", "True"), condition("Ready", "False", reas
 ])
 def test_pod_problems(pods, expected):
     assert k8s_pod_problems(pods) == expected
+
+
+def test_not_ready_message_names_each_pod_and_how_to_see_more():
+    pods = [pod("slurmd-1", [condition("PodScheduled", "False", message="0/1 nodes are available")]),
+            pod("slurmd-0", READY, phase="Running")]
+    assert k8s_not_ready_message(pods, "hpc") == (
+        "Pods of the cluster that are not ready: slurmd-1 (not scheduled: 0/1 nodes are available)"
+        " (kubectl -n hpc describe pod NAME shows more).")
+    assert k8s_not_ready_message([pod("slurmd-0", READY, phase="Running")], "hpc") == ""
+    assert k8s_not_ready_message(None, "hpc") == ""
 
 
 def test_not_a_list_is_an_error():

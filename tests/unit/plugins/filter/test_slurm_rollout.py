@@ -13,8 +13,8 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_rollout import (
-    k8s_outdated_burst_pods, k8s_outdated_pods, k8s_pod_refs, k8s_ready_pods, slurm_max_unavailable,
-    slurm_rollout_batches)
+    k8s_outdated_burst_pods, k8s_outdated_pods, k8s_pod_refs, k8s_ready_pods, slurm_maintenance_window,
+    slurm_max_unavailable, slurm_rollout_batches)
 
 
 def statefulset(replicas=3, revision="slurmd-new", generation=4, observed=4):
@@ -118,3 +118,21 @@ def test_outdated_burst_pods_refuse_what_is_not_the_configmap():
         k8s_outdated_burst_pods([], None)
     with pytest.raises(AnsibleFilterError, match="pod-gpu.json of the power-save ConfigMap is not JSON"):
         k8s_outdated_burst_pods([], {"pod-gpu.json": "{"})
+
+
+def job(job_id, time_left, end_time="2026-12-03T12:00:00"):
+    return {"job_id": job_id, "state": "running", "time_left": time_left, "end_time": end_time}
+
+
+@pytest.mark.parametrize("jobs, expected", [
+    ([], {"jobs": 0, "seconds": 0, "last_job": None, "ends_at": None, "unlimited": []}),
+    # squeue's %L spellings: minutes:seconds, hours:minutes:seconds, days-hours:minutes:seconds
+    ([job("7", "58:58", "2026-12-03T10:58:58"), job("8", "1-02:03:04", "2026-12-04T12:03:04"), job("9", "2:00:00")],
+     {"jobs": 3, "seconds": 93784, "last_job": "8", "ends_at": "2026-12-04T12:03:04", "unlimited": []}),
+    ([job("7", "0:05")], {"jobs": 1, "seconds": 5, "last_job": "7", "ends_at": "2026-12-03T12:00:00", "unlimited": []}),
+    # a job without a time limit: the window cannot be computed
+    ([job("7", "58:58"), job("8", "UNLIMITED")],
+     {"jobs": 2, "seconds": None, "last_job": None, "ends_at": None, "unlimited": ["8"]}),
+])
+def test_maintenance_window_starts_when_the_job_with_most_time_left_reaches_its_limit(jobs, expected):
+    assert slurm_maintenance_window(jobs) == expected

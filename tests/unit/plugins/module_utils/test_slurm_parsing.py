@@ -60,8 +60,8 @@ def test_owner_tag(reason, tag):
 
 
 def test_squeue_job_name_may_hold_the_separator():
-    jobs = parse_squeue("5|RUNNING|bob|p|n1|None|t|t|0:01|a|b|c\n")
-    assert jobs[0]["name"] == "a|b|c" and jobs[0]["state"] == "running"
+    jobs = parse_squeue("5|RUNNING|bob|p|n1|None|t|t|0:01|1:00:00|59:59|t|a|b|c\n")
+    assert jobs[0]["name"] == "a|b|c" and jobs[0]["time_left"] == "59:59" and jobs[0]["state"] == "running"
 
 
 def test_squeue_unexpected_line_is_an_error_not_an_empty_queue():
