@@ -16,11 +16,10 @@ import base64
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.hpc.slurm_k8s.plugins.filter.k8s_outdated import (
+from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils._k8s_apply import (
+    ApplyError,
     DIGEST_ANNOTATION,
     k8s_outdated,
-    k8s_outside,
     k8s_reads,
     k8s_stamp,
     k8s_unready,
@@ -119,7 +118,7 @@ def test_the_stamp_leaves_the_input_alone_and_is_stable():
 
 
 def test_an_unstamped_manifest_is_an_error():
-    with pytest.raises(AnsibleFilterError, match="StatefulSet/slurmd is not stamped"):
+    with pytest.raises(ApplyError, match="StatefulSet/slurmd is not stamped"):
         k8s_outdated([statefulset()], [])
 
 
@@ -146,11 +145,3 @@ def test_unready_lists_only_the_unchanged_workloads_that_are_not_rolled_out():
     live["status"]["readyReplicas"], live["metadata"]["generation"] = 2, 2   # not yet observed
     assert k8s_unready(stamped, [live]) == [stamped[0]]
     assert k8s_unready(stamped, []) == [stamped[0]]                         # not there at all
-
-
-def test_outside_keeps_cluster_scoped_objects_and_other_namespaces():
-    definitions = [{"kind": "Namespace", "metadata": {"name": "new"}},
-                   {"kind": "Secret", "metadata": {"name": "a", "namespace": "new"}},
-                   {"kind": "Secret", "metadata": {"name": "b", "namespace": "old"}}]
-    assert k8s_outside(definitions, ["new"]) == [definitions[0], definitions[2]]
-    assert k8s_outside(definitions, []) == definitions

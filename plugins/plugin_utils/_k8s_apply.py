@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters that let the resources role skip server-side applies that would change nothing.
+"""What the k8s_apply action (the resources role's API backend) applies, waits for and skips.
 
 A server-side apply of an unchanged manifest changes nothing, but it is still a write request
-(PATCH) to the API server, for every resource on every run. The resources role instead stamps each
+(PATCH) to the API server, for every resource on every run. The k8s_apply action instead stamps each
 manifest with a digest of itself (k8s_stamp), reads the live objects, and applies only the manifests
 k8s_outdated returns: those whose live object is missing, carries another digest (the manifest
 changed, including fields it no longer sets), or no longer holds what the manifest sets (someone
@@ -19,7 +19,10 @@ import json
 import re
 from decimal import Decimal, InvalidOperation
 
-from ansible.errors import AnsibleFilterError
+
+class ApplyError(ValueError):
+    """A manifest list the comparison cannot use."""
+
 
 DIGEST_ANNOTATION = "hpc.slurm-k8s/manifest-sha256"
 
@@ -78,7 +81,7 @@ def _key(obj):
 def k8s_stamp(definitions):
     """Each manifest with a digest of its own content in the annotation hpc.slurm-k8s/manifest-sha256."""
     if not isinstance(definitions, list):
-        raise AnsibleFilterError("k8s_stamp expects a list of manifests, got %s" % type(definitions).__name__)
+        raise ApplyError("k8s_stamp expects a list of manifests, got %s" % type(definitions).__name__)
     stamped = []
     for definition in definitions:
         canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"), default=str)
@@ -94,15 +97,15 @@ def k8s_stamp(definitions):
 def k8s_outdated(definitions, live_objects):
     """The stamped manifests whose live object is missing, stamped differently, or drifted."""
     if not isinstance(definitions, list) or not isinstance(live_objects, list):
-        raise AnsibleFilterError("k8s_outdated expects two lists (stamped manifests, live objects)")
+        raise ApplyError("k8s_outdated expects two lists (stamped manifests, live objects)")
     live_by_key = {_key(obj): obj for obj in live_objects if isinstance(obj, dict)}
     outdated = []
     for definition in definitions:
         live = live_by_key.get(_key(definition))
         want_digest = ((definition.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
         if want_digest is None:
-            raise AnsibleFilterError("k8s_outdated: %s/%s is not stamped (pass it through k8s_stamp first)"
-                                     % (definition.get("kind"), (definition.get("metadata") or {}).get("name")))
+            raise ApplyError("k8s_outdated: %s/%s is not stamped (pass it through k8s_stamp first)"
+                             % (definition.get("kind"), (definition.get("metadata") or {}).get("name")))
         if live is None or ((live.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION) != want_digest:
             outdated.append(definition)
             continue
@@ -164,15 +167,3 @@ def k8s_unready(definitions, live_objects, applied=None):
     skip = {_key(obj) for obj in applied or []}
     return [definition for definition in definitions if definition.get("kind") in WORKLOAD_KINDS
             and _key(definition) not in skip and not _ready(live_by_key.get(_key(definition)) or {})]
-
-
-def k8s_outside(definitions, namespaces):
-    """The definitions that are not in one of `namespaces` (cluster-scoped ones included)."""
-    return [definition for definition in definitions
-            if ((definition.get("metadata") or {}).get("namespace") or None) not in set(namespaces)]
-
-
-class FilterModule(object):
-    def filters(self):
-        return {"k8s_stamp": k8s_stamp, "k8s_outdated": k8s_outdated, "k8s_reads": k8s_reads,
-                "k8s_unready": k8s_unready, "k8s_outside": k8s_outside}

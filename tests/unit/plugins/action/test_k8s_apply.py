@@ -1,0 +1,160 @@
+# -*- coding: utf-8 -*-
+# Copyright: hpc.slurm_k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The k8s_apply action with the API replaced by fakes: which reads it makes, which kubernetes.core module
+calls follow (exactly), and what it reports. tests/k8s runs it against a real API server (a re-run makes
+no write request, counted in the audit log)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import copy
+from unittest import mock
+
+import pytest
+
+from ansible.errors import AnsibleActionFail
+from ansible_collections.hpc.slurm_k8s.plugins.action import k8s_apply
+from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils._k8s_apply import k8s_stamp
+
+AUTH = {"kubeconfig": "/etc/kube.conf"}
+CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "slurm-config", "namespace": "slurm"},
+          "data": {"slurm.conf": "ClusterName=x\n"}}
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-munge", "namespace": "slurm"},
+          "stringData": {"munge.key": "s3cr3t-key-material"}}
+WORKERS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "slurmd", "namespace": "slurm"},
+           "spec": {"replicas": 2}}
+
+
+def served(definition, ready=True):
+    """The live object of a stamped manifest as the API server returns it (Secret data base64)."""
+    live = copy.deepcopy(k8s_stamp([definition])[0])
+    if live["kind"] == "Secret":
+        live["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in live.pop("stringData").items()}
+    if live["kind"] == "StatefulSet":
+        live["status"] = {"readyReplicas": 2 if ready else 1, "updatedReplicas": 2}
+    return live
+
+
+class FakeApi:
+    """The kubernetes.core.k8s lookup over a list of live objects, recording each query."""
+
+    def __init__(self, live):
+        self.live, self.queries = live, []
+
+    def run(self, terms, variables=None, **query):
+        self.queries.append(query)
+        return [obj for obj in self.live if obj["kind"] == query["kind"]
+                and obj["metadata"].get("namespace") == query.get("namespace")
+                and query.get("resource_name") in (None, obj["metadata"]["name"])]
+
+
+def run_action(args, live, check_mode=False, module_results=None):
+    """Run the action; return (result, lookup queries, module calls as (name, args))."""
+    task = mock.MagicMock(args=args, check_mode=check_mode, async_val=0, diff=False)
+    action = k8s_apply.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
+                                    shared_loader_obj=None)
+    api, calls = FakeApi(live), []
+    results = list(module_results or [])
+
+    def execute_module(module_name, module_args, task_vars):
+        calls.append((module_name, module_args))
+        return results.pop(0) if results else {"changed": True}
+
+    action._execute_module = execute_module
+    with mock.patch.object(k8s_apply.lookup_loader, "get", return_value=api):
+        result = action.run(task_vars={})
+    return result, api.queries, calls
+
+
+def apply_call(definitions):
+    return ("kubernetes.core.k8s", dict(
+        state="present", definition=k8s_stamp(definitions), apply=True,
+        server_side_apply={"field_manager": "hpc.slurm_k8s", "force_conflicts": True},
+        wait=True, wait_timeout=300, **AUTH))
+
+
+def test_a_re_run_reads_one_list_per_kind_and_writes_nothing():
+    result, queries, calls = run_action({"definitions": [SECRET, CONFIG, WORKERS], "auth": AUTH},
+                                        [served(SECRET), served(CONFIG), served(WORKERS)])
+    assert calls == []
+    assert result["changed"] is False and result["applied"] == [] and result["waited_for"] == []
+    assert queries == [dict(api_version="v1", kind="Secret", namespace="slurm", **AUTH),
+                       dict(api_version="v1", kind="ConfigMap", namespace="slurm", **AUTH),
+                       dict(api_version="apps/v1", kind="StatefulSet", namespace="slurm", **AUTH)]
+
+
+def test_secrets_go_first_in_a_call_of_their_own_and_unchanged_manifests_are_not_sent():
+    changed_secret = dict(SECRET, stringData={"munge.key": "rotated-key-material"})
+    result, _queries, calls = run_action({"definitions": [CONFIG, WORKERS, changed_secret], "auth": AUTH},
+                                         [served(SECRET), served(CONFIG)])
+    assert calls == [apply_call([changed_secret]), apply_call([WORKERS])]
+    assert result["changed"] is True
+    assert result["applied"] == ["Secret/slurm-munge", "StatefulSet/slurmd"]
+    assert "rotated-key-material" not in repr(result)
+
+
+def test_an_unchanged_workload_that_is_not_ready_is_waited_for():
+    result, _queries, calls = run_action({"definitions": [WORKERS], "auth": AUTH}, [served(WORKERS, ready=False)],
+                                         module_results=[{"changed": False}])
+    assert calls == [("kubernetes.core.k8s_info", dict(api_version="apps/v1", kind="StatefulSet", name="slurmd",
+                                                       namespace="slurm", wait=True, wait_timeout=300, **AUTH))]
+    assert result["changed"] is False and result["waited_for"] == ["StatefulSet/slurmd"]
+
+
+def test_check_mode_reports_what_a_new_namespace_would_hold_without_sending_it():
+    result, queries, calls = run_action({"definitions": [SECRET, CONFIG]}, [], check_mode=True)
+    assert calls == []
+    assert queries[-1] == {"kind": "Namespace", "resource_name": "slurm"}
+    assert result["changed"] is True and result["new_namespaces"] == ["slurm"]
+    assert result["msg"] == "would create Secret/slurm-munge, ConfigMap/slurm-config in the new namespace slurm"
+
+
+def test_a_failure_names_the_step_and_never_quotes_a_secret():
+    with pytest.raises(AnsibleActionFail, match=r"^applying ConfigMap/slurm-config: connection refused$"):
+        run_action({"definitions": [CONFIG]}, [], module_results=[{"failed": True, "msg": "connection refused"}])
+    leaked = {"failed": True, "msg": "invalid value %s" % base64.b64encode(b"s3cr3t-key-material").decode()}
+    with pytest.raises(AnsibleActionFail) as error:
+        run_action({"definitions": [SECRET]}, [], module_results=[leaked])
+    assert str(error.value) == "applying Secret/slurm-munge: details left out (they quote a value of the Secret)"
+
+
+def test_a_read_that_fails_stops_before_any_write():
+    class Down(FakeApi):
+        def run(self, terms, variables=None, **query):
+            raise RuntimeError("Max retries exceeded")
+
+    task = mock.MagicMock(args={"definitions": [CONFIG]}, check_mode=False, async_val=0)
+    action = k8s_apply.ActionModule(task, mock.MagicMock(), mock.MagicMock(), None, None, None)
+    action._execute_module = mock.Mock()
+    with mock.patch.object(k8s_apply.lookup_loader, "get", return_value=Down([])):
+        with pytest.raises(AnsibleActionFail, match="^reading the live ConfigMap objects: Max retries exceeded$"):
+            action.run(task_vars={})
+    action._execute_module.assert_not_called()
+
+
+def test_absent_deletes_secrets_then_the_rest_in_order_and_reports_what_existed():
+    delete = dict(state="absent", delete_options={"propagationPolicy": "Foreground"}, wait=True, wait_timeout=300)
+    result, queries, calls = run_action(
+        {"definitions": [WORKERS, SECRET, CONFIG], "state": "absent"}, [],
+        module_results=[{"changed": True}, {"changed": False, "result": {"results": [{"changed": True},
+                                                                                     {"changed": False}]}}])
+    assert queries == []
+    assert calls == [("kubernetes.core.k8s", dict(delete, definition=[SECRET])),
+                     ("kubernetes.core.k8s", dict(delete, definition=[WORKERS, CONFIG]))]
+    assert result["deleted"] == ["Secret/slurm-munge", "StatefulSet/slurmd"] and result["changed"] is True
+
+
+def test_removed_objects_are_deleted_without_waiting_after_the_rest():
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p", "namespace": "slurm"}}
+    result, _queries, calls = run_action({"definitions": [CONFIG], "remove": [policy]}, [served(CONFIG)])
+    assert calls == [("kubernetes.core.k8s", dict(state="absent", definition=[policy], wait=False, wait_timeout=300,
+                                                  delete_options={"propagationPolicy": "Foreground"}))]
+    assert result["deleted"] == ["NetworkPolicy/p"]
+
+
+def test_an_unknown_auth_option_is_refused():
+    with pytest.raises(AnsibleActionFail, match="unknown auth option.s. token; known: kubeconfig"):
+        run_action({"definitions": [CONFIG], "auth": {"token": "x"}}, [])
