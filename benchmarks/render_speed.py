@@ -40,7 +40,8 @@ ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook")) \
 RECAP = re.compile(r"localhost\s*:\s*ok=(\d+)\s+changed=(\d+)")
 # actions that run in the controller process (no module fork)
 CONTROLLER_ACTIONS = {"set_fact", "assert", "debug", "include_tasks", "include_role", "import_tasks", "meta",
-                      "fail", "check_inputs", "cluster_model", "k8s_render", "validate_argument_spec", "include_vars"}
+                      "fail", "check_inputs", "cluster_model", "k8s_render", "k8s_apply", "validate_argument_spec",
+                      "include_vars"}
 CALLBACK = '''
 from ansible.plugins.callback import CallbackBase
 import json, os

@@ -141,14 +141,20 @@ def munge_secret(cluster):
 
 
 def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id(cluster):
-    """With a munge key rotation and new images: site.yml refuses the rotation before any change; the
-    upgrade's pre phase drains, is interrupted; the re-run rotates the key and replaces every pod; an
+    """With a munge key rotation and new images: site.yml, and an upgrade apply phase that no pre phase
+    came before, refuse the rotation before any change; the upgrade's pre phase drains, is interrupted; the re-run rotates the key and replaces every pod; an
     admin's drain stays, a queued job keeps its id and runs with the new key."""
     old_key = munge_secret(cluster)["data"]["munge.key"]
     before = cluster.kube.pod_identity(cluster.namespace)
     cluster.save(secrets_rotation={"munge": "day2"})
     proc, _changed, _seconds = cluster.site(check=False)
     assert proc.returncode != 0 and "munge: munge holds one key" in proc.stdout and "Nothing was changed" in proc.stdout, \
+        proc.stdout[-3000:]
+    # an apply phase run on its own (no pre phase drained the nodes): refused the same way
+    proc, _changed, _seconds = cluster.playbook("upgrade", "-e", "upgrade_phase=apply", check=False)
+    assert proc.returncode != 0 and "munge: munge holds one key" in proc.stdout \
+        and "upgrade_phase=apply rotates it only after upgrade_phase=pre drained the nodes" in proc.stdout \
+        and "Nothing was changed" in proc.stdout and "No node was drained (no upgrade_phase=pre ran" in proc.stdout, \
         proc.stdout[-3000:]
     assert munge_secret(cluster)["data"]["munge.key"] == old_key
     assert cluster.kube.pod_identity(cluster.namespace) == before

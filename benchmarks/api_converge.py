@@ -1,0 +1,117 @@
+"""Benchmark: a no-op site.yml through the Kubernetes API, this checkout against a baseline revision.
+
+Runs on the local Kubernetes of tests/localkube (tier T3), as root, after `make deps`. Deploys one
+cluster with the checkout (namespace slurm-bench, the images of tests/k8s/test_cluster.py's tag), then
+runs site.yml on it again, alternating the baseline and the checkout, ROUNDS times each:
+
+    .venv/bin/python benchmarks/api_converge.py [--base REV] [--rounds 3] [--json out.json]
+
+For each run: wall time, tasks executed (ok in the recap), module runs (forks; as benchmarks/render_speed.py
+counts them: hpc.slurm_k8s.k8s_apply runs in the controller and starts a module only to write or wait) and
+the write requests the run made to the API server (its audit log, which records writes only; user
+kubernetes-admin, this namespace): a no-op must make none. Both revisions converge the same cluster, so
+each run must report changed=0. Medians are printed, with the ratio baseline / checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / ".cache" / "collections"))
+
+# pylint: disable=wrong-import-position
+from benchmarks.render_speed import CALLBACK, forks  # noqa: E402
+from tests.k8s.cluster import SlurmOnKube  # noqa: E402
+from tests.support.kube import localkube, start_cluster  # noqa: E402
+from tests.support.proc import collection_version  # noqa: E402
+
+RECAP = re.compile(r"localhost\s*:\s*ok=(\d+)\s+changed=(\d+)")
+NAME, PORT = "bench", 30084
+
+
+def writes_since(position, namespace, user="kubernetes-admin"):
+    """How many write requests `user` made in `namespace` since the audit log was at `position`."""
+    with open(localkube.AUDIT_LOG, "rb") as log:
+        log.seek(position)
+        events = [json.loads(line) for line in log.read().splitlines() if line.strip()]
+    return len([e for e in events if e["user"]["username"] == user and e.get("stage") == "ResponseComplete"
+                and (e.get("objectRef", {}).get("namespace") == namespace
+                     or (e.get("objectRef", {}).get("resource"), e.get("objectRef", {}).get("name"))
+                     == ("namespaces", namespace))])
+
+
+def converge(deployment, collections, source, work, side):
+    counted = work / ("%s.forks.json" % side)
+    env = dict(deployment.kube.env, ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+               ANSIBLE_CALLBACK_PLUGINS=str(work), ANSIBLE_CALLBACKS_ENABLED="forks", FORKS_OUT=str(counted),
+               ANSIBLE_NOCOLOR="1")
+    position = localkube.AUDIT_LOG.stat().st_size
+    started = time.monotonic()
+    proc = subprocess.run([str(Path(sys.executable).with_name("ansible-playbook")), "playbooks/site.yml", "-e",
+                           "@%s" % deployment.vars_file], cwd=str(source), env=env, capture_output=True, text=True,
+                          check=False)
+    seconds = time.monotonic() - started
+    recap = RECAP.search(proc.stdout)
+    if proc.returncode != 0 or not recap or recap.group(2) != "0":
+        raise SystemExit("%s: site.yml did not converge with changed=0:\n%s" % (side, proc.stdout[-3000:]))
+    return {"seconds": round(seconds, 1), "tasks": int(recap.group(1)), "forks": forks(json.loads(counted.read_text())),
+            "writes": writes_since(position, deployment.namespace)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="a65e7fb")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    kube = start_cluster()
+    work = Path(tempfile.mkdtemp(prefix="api-converge-"))
+    base = work / "base" / "ansible_collections" / "hpc" / "slurm_k8s"
+    deployment = SlurmOnKube(kube, work, NAME, "%s-e2e" % collection_version(), PORT)
+    try:
+        (work / "forks.py").write_text(CALLBACK)
+        base.parent.mkdir(parents=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.base], check=True)
+        checkout_collections = os.environ["ANSIBLE_COLLECTIONS_PATH"]
+        sides = {"base": (str(work / "base") + ":" + checkout_collections, base),
+                 "checkout": (checkout_collections, ROOT)}
+        kube.build_and_load_images(deployment.tag)
+        kube.delete_namespace(deployment.namespace)
+        deployment.site()
+        runs = {side: [] for side in sides}
+        for _round in range(args.rounds):
+            for side, (collections, source) in sides.items():
+                runs[side].append(converge(deployment, collections, source, work, side))
+                print("%-8s %s" % (side, json.dumps(runs[side][-1])), flush=True)
+        median = {side: {key: statistics.median(run[key] for run in rows) for key in rows[0]}
+                  for side, rows in runs.items()}
+        print("no-op site.yml, median of %d: %.1f s -> %.1f s (%.2fx), tasks %d -> %d, forks %d -> %d, "
+              "writes %d -> %d" % (
+                  args.rounds, median["base"]["seconds"], median["checkout"]["seconds"],
+                  median["base"]["seconds"] / median["checkout"]["seconds"], median["base"]["tasks"],
+                  median["checkout"]["tasks"], median["base"]["forks"], median["checkout"]["forks"],
+                  median["base"]["writes"], median["checkout"]["writes"]))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"runs": runs, "median": median}, indent=2))
+        return 0 if all(run["writes"] == 0 for rows in runs.values() for run in rows) else 1
+    finally:
+        deployment.delete()
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False,
+                       capture_output=True)
+        shutil.rmtree(str(work), ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
