@@ -13,16 +13,25 @@ export PYTHONDONTWRITEBYTECODE := 1
 PYTEST := python -m pytest -p no:cacheprovider
 
 LOCALKUBE := python3 $(ROOT)/tests/localkube/localkube.py
+# held (shared) by the T3 tests while they run; the readme test takes it (exclusive) before `make down`
+export LOCALKUBE_USERS_LOCK := /run/lock/hpc-slurm-k8s-localkube-users.lock
 # the kubectl that tests/localkube/build.sh built (the kubectl connection plugin runs it from PATH)
 KUBE_BIN = $(shell bash $(ROOT)/tests/localkube/build.sh --print 2>/dev/null | sed -n 's/^kubernetes=//p')
 VERSION := $(shell awk '/^version:/ { print $$2 }' $(ROOT)/galaxy.yml)
 
-.PHONY: test deps sanity units lint static integration localkube e2e k8s molecule readme up down clean
+.PHONY: test checks deps sanity units lint static integration localkube e2e e2e-and-readme molecule-then-readme k8s molecule readme up down clean
 
-## test: every tier (T0 static, T1 unit, T2 real Slurm, T3 real Kubernetes and Molecule side by side),
-## then README's own commands (`make up` ... `make down`, which stops the local Kubernetes: last)
-test: deps sanity units lint static integration e2e readme
+## test: every tier, then README's own commands (`make up` ... `make down`, which stops the local
+## Kubernetes: last). The checks without a cluster (T0, T1, T2) run two at a time: each of them keeps one
+## core busy, and T0's manifests and T2's Slurm daemons share nothing (other ports and directories; one
+## munged). Then T3 beside Molecule and README's commands (make e2e-and-readme).
+test: deps
+	$(MAKE) -j2 --output-sync=target checks
+	$(MAKE) e2e-and-readme
 	@echo "make test: all tiers passed"
+
+## checks: every tier that needs no Kubernetes; the two longest first, so that they run side by side
+checks: static integration sanity units lint
 
 ## deps: Debian packages, the venv, the collections we depend on, and the local Kubernetes built from
 ## its Go modules (tests/localkube/build.sh; cached by version, a second run builds nothing)
@@ -70,11 +79,21 @@ localkube:
 e2e: localkube
 	$(MAKE) -j2 --output-sync=target k8s molecule
 
+## e2e-and-readme: as e2e, with README's commands after Molecule in its lane (the T3 tests take longer
+## than Molecule); `make down` stops the local Kubernetes, so the readme test runs it only once the T3
+## tests have released the lock they hold on it (LOCALKUBE_USERS_LOCK)
+e2e-and-readme: localkube
+	$(MAKE) -j2 --output-sync=target k8s molecule-then-readme
+
+molecule-then-readme: localkube
+	$(MAKE) molecule
+	$(MAKE) readme
+
 ## k8s: T3, the collection on a real Kubernetes (tests/localkube, host processes on this machine):
 ## site.yml through the API, day-2 playbooks, power saving, render mode, bad input, Azimuth; three
 ## test modules (three Slurm clusters) at a time
 k8s: localkube
-	$(PYTEST) tests/k8s -q -n 3 --dist loadfile --durations=40
+	flock --shared $(LOCALKUBE_USERS_LOCK) $(PYTEST) tests/k8s -q -n 3 --dist loadfile --durations=40
 
 ## molecule: the scenarios default, upgrade and existing on the same local Kubernetes
 molecule: export MOLECULE_GLOB := molecule/*/molecule.yml

@@ -86,9 +86,10 @@ class ActionModule(ActionBase):
         self._auth = {key: value for key, value in args["auth"].items() if value not in (None, "")}
         self._args = args
         report = {"applied": [], "deleted": [], "waited_for": [], "new_namespaces": []}
+        in_new_namespaces = []
         try:
             if args["state"] == "present":
-                self._present(args["definitions"], report)
+                in_new_namespaces = self._present(args["definitions"], report)
             else:
                 self._absent(args["definitions"], args["wait"], report)
         except ApplyError as error:
@@ -97,7 +98,7 @@ class ActionModule(ActionBase):
         result.update(report, changed=bool(report["applied"] or report["deleted"]))
         if report["new_namespaces"]:
             result["msg"] = "would create %s in the new namespace %s" % (
-                ", ".join(report["applied"]), ", ".join(report["new_namespaces"]))
+                ", ".join(in_new_namespaces), ", ".join(report["new_namespaces"]))
         return result
 
     # --- reading ----------------------------------------------------------------------------------------
@@ -133,7 +134,10 @@ class ActionModule(ActionBase):
         return [_name(d) for d, done in zip(group, results or []) if done.get("changed")]
 
     def _present(self, definitions, report):
+        """Apply what differs and wait for what is not ready; return the names of the objects that check
+        mode reports, unsent, because their namespace does not exist yet."""
         args = self._args
+        in_new_namespaces = []
         stamped = k8s_stamp(definitions)
         live = self._live(stamped)
         to_apply = k8s_outdated(_secrets(stamped), live) + k8s_outdated(_plain(stamped), live)
@@ -144,7 +148,8 @@ class ActionModule(ActionBase):
             report["new_namespaces"] = [
                 namespace for namespace in namespaces
                 if not self._query("reading Namespace %s" % namespace, kind="Namespace", resource_name=namespace)]
-            report["applied"] += [_name(d) for d in to_apply if _namespace(d) in report["new_namespaces"]]
+            in_new_namespaces = [_name(d) for d in to_apply if _namespace(d) in report["new_namespaces"]]
+            report["applied"] += in_new_namespaces
         for group in (_secrets(to_apply), _plain(to_apply)):
             group = [d for d in group if _namespace(d) not in report["new_namespaces"]]
             if group:
@@ -153,7 +158,7 @@ class ActionModule(ActionBase):
                     "server_side_apply": {"field_manager": args["field_manager"], "force_conflicts": True},
                     "wait": args["wait"], "wait_timeout": args["wait_timeout"]}, group)
         if not args["wait"]:
-            return
+            return in_new_namespaces
         # a re-run that applies nothing still confirms the workloads are ready: from the objects read
         # above, and only those that are not get a wait (reads only)
         for workload in k8s_unready(stamped, live, to_apply):
@@ -162,6 +167,7 @@ class ActionModule(ActionBase):
                 "api_version": workload["apiVersion"], "kind": workload["kind"], "name": meta["name"],
                 "namespace": meta.get("namespace"), "wait": True, "wait_timeout": args["wait_timeout"]})
             report["waited_for"].append(_name(workload))
+        return in_new_namespaces
 
     def _absent(self, definitions, wait, report):
         """Delete what exists, in order: kubernetes.core.k8s reads first, so a missing object costs no

@@ -13,6 +13,7 @@ Used as a library by tests/integration/conftest.py and benchmarks/, and as a com
 from __future__ import annotations
 
 import argparse
+import fcntl
 import functools
 import json
 import os
@@ -54,14 +55,21 @@ def _pid_alive(pidfile: Path) -> bool:
 
 
 def ensure_munged(timeout: float = 10.0) -> None:
-    """Start the system munged (Debian's postinst created /etc/munge/munge.key) unless it answers."""
-    if subprocess.run(["munge", "-n"], capture_output=True, check=False).returncode == 0:
-        return
+    """Start the system munged (Debian's postinst created /etc/munge/munge.key) unless it answers.
+
+    `make test` runs T0 (tests/static) and T2 at once, and both call this: a lock makes the check and
+    the start one step, so that the second caller finds the first one's munged instead of starting
+    another (which fails on munged's own pid file lock).
+    """
     Path("/run/munge").mkdir(parents=True, exist_ok=True)
-    shutil.chown("/run/munge", "munge", "munge")
-    subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
-    _wait(lambda: subprocess.run(["munge", "-n"], capture_output=True, check=False).returncode == 0,
-          timeout, "munged to answer")
+    with open("/run/lock/hpc-slurm-k8s-munged.lock", "w", encoding="ascii") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if subprocess.run(["munge", "-n"], capture_output=True, check=False).returncode == 0:
+            return
+        shutil.chown("/run/munge", "munge", "munge")
+        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
+        _wait(lambda: subprocess.run(["munge", "-n"], capture_output=True, check=False).returncode == 0,
+              timeout, "munged to answer")
 
 
 class SlurmHostCluster:

@@ -3,12 +3,15 @@
 README's first screen gives two commands, `make up` and `make test` (this test runs inside the second);
 "Try it on this machine" gives the commands to use the cluster `make up` made and to remove it. They
 run here in that order, each as a shell command from the repository root, and must succeed; the
-first job's output and the pods are checked. `make down` ends with the local Kubernetes stopped, so
-this runs last in `make test` (make readme), never beside the other T3 tests.
+first job's output and the pods are checked. `make down` ends with the local Kubernetes stopped: in
+`make test` this runs beside the T3 tests (after Molecule, in its lane), and runs `make down` only once
+they are done (they hold LOCALKUBE_USERS_LOCK, shared, while they run; this takes it exclusively).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import subprocess
 import sys
@@ -46,7 +49,9 @@ def test_try_it_on_this_machine_as_written():
     assert sorted(srun.split()) == ["slurmd-0", "slurmd-1"]
     pods = next(out for command, out in outputs.items() if "get pods" in command)
     assert len(re.findall(r" Running ", pods)) == 6, pods
-    shell(commands[-1])
+    with open(os.environ.get("LOCALKUBE_USERS_LOCK", os.devnull), "a", encoding="ascii") as users:
+        fcntl.flock(users, fcntl.LOCK_EX)
+        shell(commands[-1])
     status = subprocess.run([sys.executable, str(ROOT / "tests" / "localkube" / "localkube.py"), "status"],
                             capture_output=True, text=True, check=False)
     assert status.returncode == 1 and "ready" not in status.stdout, status.stdout

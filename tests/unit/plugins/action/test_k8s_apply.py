@@ -112,6 +112,17 @@ def test_check_mode_reports_what_a_new_namespace_would_hold_without_sending_it()
     assert result["msg"] == "would create Secret/slurm-munge, ConfigMap/slurm-config in the new namespace slurm"
 
 
+def test_check_mode_names_only_what_the_new_namespace_would_hold():
+    """An object outside that namespace (here the Namespace itself, cluster-scoped) goes to the server's
+    dry run, is reported as applied, and is not named as part of the new namespace."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "slurm"}}
+    result, _queries, calls = run_action({"definitions": [namespace, CONFIG], "auth": AUTH}, [], check_mode=True,
+                                         module_results=[{"changed": True}])
+    assert calls == [apply_call([namespace])]
+    assert result["applied"] == ["ConfigMap/slurm-config", "Namespace/slurm"]
+    assert result["msg"] == "would create ConfigMap/slurm-config in the new namespace slurm"
+
+
 def test_a_failure_names_the_step_and_never_quotes_a_secret():
     with pytest.raises(AnsibleActionFail, match=r"^applying ConfigMap/slurm-config: connection refused$"):
         run_action({"definitions": [CONFIG]}, [], module_results=[{"failed": True, "msg": "connection refused"}])
