@@ -1,9 +1,10 @@
 """Tier T3: day-2 playbooks (upgrade, scale, teardown) on a real Kubernetes, with real Slurm jobs.
 
 One cluster (namespace slurm-day2, 2 workers) is deployed by site.yml through the API. The tests run
-in order and share it: upgrade refused while a job runs; upgrade waiting for it while a pending job
-keeps its id and runs after (the printed maintenance window from the job's time limit); a no-op
-upgrade that writes nothing to the API; a config-only upgrade without any restart; a munge key rotation
+in order and share it: a no-op upgrade while a job runs (nothing drained, nothing written to the API), then
+a slurm.conf change refused while it runs; that config-only upgrade waiting for the job while a pending job
+keeps its id and runs after (the printed maintenance window from the job's time limit), reconfigured without
+any restart; a munge key rotation
 refused by site.yml, then an admin-drained node and an upgrade interrupted after its pre phase, finished
 by an image upgrade that also rotates the munge key (every pod replaced) while a job stays queued;
 site.yml back to the old images while a job runs on each worker (the slurmd rollout: one pod at a
@@ -69,26 +70,48 @@ def images(cluster):
             for name, pod in cluster.kube.pods(cluster.namespace).items() if not name.startswith("login-")}
 
 
-def test_upgrade_refused_while_a_job_runs(cluster):
+def test_a_noop_upgrade_drains_nothing_and_a_change_is_refused_while_a_job_runs(cluster):
     # runs until the test releases it (a file in its pod), however long the playbooks take here
     # a time limit, from which the upgrade computes when its maintenance window opens at the latest
     job = cluster.sbatch("-w", "slurmd-0", "-t", "10", "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % RELEASE)
     wait_for(lambda: cluster.job_state(job) == "RUNNING", 30, "job %s running" % job)
-    before = cluster.nodes()
+    before, pods = cluster.nodes(), cluster.kube.pod_identity(cluster.namespace)
+    assert all("drain" not in s for s, _r in before.values()), before
+
+    # nothing to roll out: nothing to drain for, so the running job is no reason to refuse
+    position = cluster.kube.audit_position()
+    proc, _changed, seconds = cluster.playbook("upgrade")
+    cluster.timings["upgrade_noop_with_a_job_s"] = seconds
+    assert "roles to roll out: none (nothing changes)" in proc.stdout
+    assert "nothing to roll out: no node is drained and no pod is replaced; 1 active job(s) keep running" in proc.stdout
+    assert "resumed no node;" in proc.stdout and "no maintenance window (nothing to roll out: no node was drained)" \
+        in proc.stdout, proc.stdout[-3000:]
+    assert cluster.nodes() == before and cluster.job_state(job) == "RUNNING"
+    assert cluster.kube.pod_identity(cluster.namespace) == pods
+    assert cluster.kube.writes_since(position, cluster.namespace) == []
+    assert not list(cluster.backup_dir.glob("*.sql.gz")), "nothing changed in slurmdbd or the database: no dump"
+
+    # a change to roll out (slurm.conf): the plan finds it, then the upgrade refuses before any change
+    cluster.save(config_slurm_conf={"MaxJobCount": 23456})
     proc, _changed, seconds = cluster.playbook("upgrade", check=False)
     cluster.timings["upgrade_refused_s"] = seconds
     assert proc.returncode != 0
+    assert "roles to roll out: config" in proc.stdout, proc.stdout[-3000:]
     assert "refused: 1 job(s) active (%s)" % job in proc.stdout and "Nothing was changed" in proc.stdout, proc.stdout[-3000:]
-    assert cluster.nodes() == before and all("drain" not in s for s, _r in before.values())
-    assert cluster.job_state(job) == "RUNNING"
+    assert cluster.nodes() == before and cluster.job_state(job) == "RUNNING"
+    assert cluster.kube.writes_since(position, cluster.namespace) == []
+    assert "23456" not in cluster.ctld("scontrol", "show", "config").stdout.split("MaxJobCount")[1].split("\n")[0]
     assert not list(cluster.backup_dir.glob("*.sql.gz")), "a refused upgrade must not even back up"
     cluster.running_job = job
 
 
-def test_upgrade_waits_for_the_job_and_keeps_the_pending_one(cluster):
+def test_a_config_only_upgrade_waits_for_the_job_keeps_the_pending_one_and_restarts_nothing(cluster):
+    """The slurm.conf change the previous test was refused: drained, the running job waited for, the
+    change reconfigured with no pod restarted and no dump, the nodes resumed, the pending job run."""
     running = cluster.running_job
     pending = cluster.sbatch("-w", "slurmd-0", "-o", "/tmp/day2-%j.out", "--wrap", "hostname")
     wait_for(lambda: cluster.job_state(pending) == "PENDING", 10, "job %s pending" % pending)
+    pods = cluster.kube.pod_identity(cluster.namespace)
 
     def release_job():
         # release the running job only once the upgrade has drained and is waiting for it
@@ -96,43 +119,27 @@ def test_upgrade_waits_for_the_job_and_keeps_the_pending_one(cluster):
         cluster.kube.exec(cluster.namespace, "slurmd-0", "touch", RELEASE, container="slurmd")
 
     position = cluster.kube.audit_position()
-    proc, _changed, seconds = cluster.playbook(
+    proc, changed, seconds = cluster.playbook(
         "upgrade", "-e", "upgrade_wait_for_jobs=true", "-e", "upgrade_wait_timeout=300",
         when_output=("TASK [hpc.slurm_k8s.upgrade : Wait for the active jobs to end", release_job))
-    cluster.timings["upgrade_noop_with_job_wait_s"] = seconds
-    cluster.timings["window_noop_incl_job_wait_s"] = float(WINDOW.search(proc.stdout).group(1))
+    cluster.timings["upgrade_config_only_with_job_wait_s"] = seconds
+    cluster.timings["window_config_only_incl_job_wait_s"] = float(WINDOW.search(proc.stdout).group(1))
+    assert changed > 0 and "roles to roll out: config\"" in proc.stdout and "Reconfigure Slurm" in proc.stdout
     opens = re.search(r"1 running job\(s\) keep their nodes until they end, at the latest in ([0-9]+) s \(job %s reaches"
                       r" its time limit at [0-9T:-]+ by slurmctld's clock\)" % running, proc.stdout)
     assert opens and 0 < int(opens.group(1)) <= 600, proc.stdout[-3000:]
     waited = float(re.search(r"no active job \(waited ([0-9.]+) s\)", proc.stdout).group(1))
     assert waited > 1.5, "the upgrade did not wait for job %s" % running
     assert cluster.accounted_state(running) == ["COMPLETED"]
-    # nothing changed in Kubernetes: not one write request
-    assert cluster.kube.writes_since(position, cluster.namespace) == []
-    wait_for(lambda: cluster.accounted_state(pending) == ["COMPLETED"], 30, "pending job %s completed" % pending)
-    assert set(s for s, _r in cluster.nodes().values()) == {"idle"}
-
-
-def test_noop_upgrade_window(cluster):
-    before = cluster.kube.pod_identity(cluster.namespace)
-    proc, _changed, seconds = cluster.playbook("upgrade")
-    cluster.timings["upgrade_noop_s"] = seconds
-    cluster.timings["window_noop_s"] = float(WINDOW.search(proc.stdout).group(1))
-    assert "roles to roll out: none (nothing changes)" in proc.stdout
-    assert "resumed slurmd-0, slurmd-1;" in proc.stdout
-    assert set(s for s, _r in cluster.nodes().values()) == {"idle"}
-    assert cluster.kube.pod_identity(cluster.namespace) == before
-    assert not list(cluster.backup_dir.glob("*.sql.gz")), "nothing changed in slurmdbd or the database: no dump"
-
-
-def test_config_only_upgrade_restarts_nothing(cluster):
-    before = cluster.kube.pod_identity(cluster.namespace)
-    cluster.save(config_slurm_conf={"MaxJobCount": 23456})
-    proc, changed, seconds = cluster.playbook("upgrade")
-    cluster.timings["upgrade_config_only_s"] = seconds
-    assert changed > 0 and "Reconfigure Slurm" in proc.stdout and "roles to roll out: config\"" in proc.stdout
     assert "23456" in cluster.ctld("scontrol", "show", "config").stdout.split("MaxJobCount")[1].split("\n")[0]
-    assert cluster.kube.pod_identity(cluster.namespace) == before, "a pod was replaced or restarted"
+    assert cluster.kube.pod_identity(cluster.namespace) == pods, "a pod was replaced or restarted"
+    # written: the slurm.conf ConfigMap and an annotation on each pod that mounts it (all but MariaDB's)
+    written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name"))
+               for w in cluster.kube.writes_since(position, cluster.namespace)}
+    assert written == {("patch", "configmaps", "slurm-config")} | {
+        ("patch", "pods", pod) for pod in pods if not pod.startswith("mariadb-")}, written
+    assert not list(cluster.backup_dir.glob("*.sql.gz")), "nothing changed in slurmdbd or the database: no dump"
+    wait_for(lambda: cluster.accounted_state(pending) == ["COMPLETED"], 30, "pending job %s completed" % pending)
     assert set(s for s, _r in cluster.nodes().values()) == {"idle"}
 
 

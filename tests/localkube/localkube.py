@@ -525,6 +525,12 @@ def sock_ok(path: Path) -> str | None:
     return None
 
 
+def cri_ok(crictl: Path) -> str | None:
+    proc = run([str(crictl), "--runtime-endpoint", "unix://%s" % CONTAINERD_SOCK, "--timeout", "3s", "version"],
+               check=False)
+    return None if proc.returncode == 0 else "CRI: %s" % (proc.stderr or proc.stdout).strip()[-300:]
+
+
 def kc(user: str) -> str:
     return str(CONF / ("%s.kubeconfig" % user))
 
@@ -577,13 +583,16 @@ def components(b: dict[str, Path]) -> list[Component]:
             "--authentication-kubeconfig", kc("kube-scheduler"), "--authorization-kubeconfig", kc("kube-scheduler"),
             "--bind-address", "127.0.0.1", "--leader-elect=false", "--v", "1"],
             lambda: http_ok("https://127.0.0.1:10259/healthz", cert=None, verify=False)),
+        # the socket answers before the CRI plugin is initialized; a kubelet started then exits ("server is
+        # not initialized yet"): ready once the CRI answers
         Component("containerd", [str(b["containerd"]), "--config", str(CONF / "containerd.toml")],
-                  lambda: sock_ok(CONTAINERD_SOCK)),
+                  lambda: sock_ok(CONTAINERD_SOCK) or cri_ok(b["crictl"])),
         Component("kubelet", [
             str(b["kubelet"]), "--config", str(CONF / "kubelet.yaml"), "--kubeconfig", kc("kubelet"),
             "--hostname-override", NODE, "--node-ip", NODE_IP, "--root-dir", str(STATE / "kubelet"),
             "--v", "1"],
-            node_ready, timeout=90),
+            # the Node's Ready condition can be left over from before a stop: the kubelet's own health first
+            lambda: http_ok("http://127.0.0.1:10248/healthz") or node_ready(), timeout=90),
         Component("kube-proxy", [str(b["kube-proxy"]), "--config", str(CONF / "kube-proxy.yaml"), "--v", "1"],
                   lambda: http_ok("http://127.0.0.1:10256/healthz")),
         Component("coredns", [str(b["coredns"]), "-conf", str(CONF / "Corefile")],
