@@ -95,19 +95,23 @@ molecule-then-readme: localkube
 k8s: localkube
 	flock --shared $(LOCALKUBE_USERS_LOCK) $(PYTEST) tests/k8s -q -n 3 --dist loadfile --durations=40
 
-## molecule: the scenarios default, upgrade and existing on the same local Kubernetes
+## molecule: the scenarios default, existing and upgrade on the same local Kubernetes. `existing` runs on
+## the Slurm cluster that `default` deployed and leaves (--destroy never), as a site runs it on a cluster
+## that is already up: its converge must keep that cluster (idempotence, a job through the login pod).
+## A deployment from scratch is what `default` just proved on this same Kubernetes; a second one would
+## only cost CI time (about 5 minutes). On kind (T4) each scenario deploys its own cluster.
 molecule: export MOLECULE_GLOB := molecule/*/molecule.yml
 molecule: export MOLECULE_CLUSTER := localkube
 molecule: export KUBECONFIG := /var/lib/hpc-localkube/admin.kubeconfig
 molecule: localkube
-	PATH=$(KUBE_BIN):$$PATH molecule test -s default
-	PATH=$(KUBE_BIN):$$PATH molecule test -s upgrade
+	PATH=$(KUBE_BIN):$$PATH molecule test -s default --destroy never
 	# `existing`: the cluster KUBECONFIG names, with the images default's create step loaded
 	# (this machine's settings, as a site's own vars file: StorageClass, database image, small requests)
 	PATH=$(KUBE_BIN):$$PATH SLURM_K8S_VARS=$(ROOT)/molecule/vars/localkube.yml molecule test -s existing
-	# `existing` never deletes: remove its cluster with the collection's teardown
+	# `existing` never deletes: remove the cluster with the collection's teardown (default's destroy step)
 	PATH=$(KUBE_BIN):$$PATH MOLECULE_PROJECT_DIRECTORY=$(ROOT) ansible-playbook playbooks/teardown.yml \
 	  -e @molecule/vars/existing.yml -e @molecule/vars/localkube.yml -e teardown_force=true -e teardown_delete_volumes=true
+	PATH=$(KUBE_BIN):$$PATH molecule test -s upgrade
 
 ## readme: the commands README.md shows a newcomer, run as written (make up, ssh, kubectl, make down)
 readme:

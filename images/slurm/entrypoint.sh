@@ -160,6 +160,8 @@ setup_slurmdbd() {
   [[ -f $DBD_CONF_SRC ]] || die "missing $DBD_CONF_SRC (mount the slurmdbd Secret at ${DBD_CONF_SRC%/*}/)"
   rm -f "$SLURM_ETC/slurmdbd.conf"
   install -o slurm -g slurm -m 0600 "$DBD_CONF_SRC" "$SLURM_ETC/slurmdbd.conf"
+  # auth/slurm's SACK socket (slurmdbd runs as SlurmUser and cannot make it under /run itself)
+  install -d -o slurm -g slurm -m 0755 /run/slurmdbd
   add_storage_pass
   install_jwt_key
 }
@@ -188,6 +190,8 @@ install_jwt_key() {
 
 setup_slurmctld() {
   install_jwt_key
+  # auth/slurm's SACK socket (slurmctld runs as SlurmUser and cannot make it under /run itself)
+  install -d -o slurm -g slurm -m 0755 /run/slurmctld
   mkdir -p "$STATE_DIR"
   # fix ownership of a fresh or foreign volume; leave an already-correct one alone (can be large)
   if [[ $(stat -c %U "$STATE_DIR") != slurm ]]; then
@@ -209,6 +213,29 @@ setup_login() {
   install -d -m 0755 /run/sshd
   /usr/sbin/sshd -t || die "sshd configuration test failed"
   log "installed $n ssh host key(s)"
+}
+
+# --- auth/slurm on login: sackd -------------------------------------------------------------------
+# With AuthType=auth/slurm the site's commands on login cannot read the key set (root only): sackd, Slurm's
+# auth and cred kiosk, signs and checks their credentials through /run/slurm/sack.socket (slurmd does that
+# on the workers). It reads the key set next to slurm.conf (/etc/slurm/slurm.jwks, a link into the mounted
+# config) and re-reads it on SIGHUP, which a key rotation sends. Started by its absolute path: on SIGHUP it
+# re-executes itself from argv[0].
+uses_auth_slurm() {
+  grep -qiE '^[[:space:]]*AuthType[[:space:]]*=[[:space:]]*auth/slurm[[:space:]]*$' "$SLURM_ETC/slurm.conf"
+}
+
+start_sackd() {
+  uses_auth_slurm || return 0
+  [[ -r $SLURM_ETC/slurm.jwks ]] || die "AuthType=auth/slurm but no key set at $SLURM_ETC/slurm.jwks (the Secret slurm-auth-key is projected into $CONFIG_DIR/)"
+  install -d -o slurm -g slurm -m 0755 /run/slurm
+  rm -f /run/slurm/sack.socket
+  # in the background (sshd, which this shell becomes, is its parent), its log on the container's stderr
+  /usr/sbin/sackd -D &
+  local i
+  for i in $(seq 1 50); do [[ -S /run/slurm/sack.socket ]] && break; sleep 0.2; done
+  [[ -S /run/slurm/sack.socket ]] || die "sackd did not open /run/slurm/sack.socket within 10 s"
+  log "sackd running (auth/slurm)"
 }
 
 # --- main ---------------------------------------------------------------------------------------
@@ -234,7 +261,7 @@ esac
 case $ROLE in
   slurmdbd)  setup_slurmdbd ;;
   slurmctld) setup_slurmctld ;;
-  login)     setup_login ;;
+  login)     setup_login; start_sackd ;;
 esac
 
 wait_for_endpoints

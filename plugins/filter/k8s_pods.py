@@ -104,24 +104,29 @@ def _live(pod):
 
 
 def k8s_pods_mounting(pods, kind, name):
-    """{name} of each running pod with a volume of the ConfigMap or Secret `name` that a ready container
-    mounts (what k8s_pod_annotations takes). (A pod that is not running yet reads the files as they are
-    when it starts.)"""
+    """{name, container} of each running pod with a volume of the ConfigMap or Secret `name` (the volume's
+    own, or one of the sources of a projected volume) that a ready container mounts, with that container
+    (what k8s_pod_annotations takes; the container is where the files are read). (A pod that is not running
+    yet reads the files as they are when it starts.)"""
     if not isinstance(pods, list) or kind not in ("ConfigMap", "Secret"):
         raise AnsibleFilterError("k8s_pods_mounting expects a list of pods, ConfigMap or Secret, and a name")
     source, field = ("configMap", "name") if kind == "ConfigMap" else ("secret", "secretName")
+
+    def holds(volume):
+        projected = [(item.get(source) or {}).get("name") for item in (volume.get("projected") or {}).get("sources") or []]
+        return (volume.get(source) or {}).get(field) == name or name in projected
+
     found = []
     for pod in pods:
         if not isinstance(pod, dict) or not _live(pod) or (pod.get("status") or {}).get("phase") != "Running":
             continue
         spec = pod.get("spec") or {}
-        volumes = {volume.get("name") for volume in spec.get("volumes") or []
-                   if ((volume.get(source) or {}).get(field)) == name}
+        volumes = {volume.get("name") for volume in spec.get("volumes") or [] if holds(volume)}
         mounting = [c.get("name") for c in spec.get("containers") or []
                     if any(m.get("name") in volumes for m in c.get("volumeMounts") or [])]
         ready = {c.get("name") for c in (pod.get("status") or {}).get("containerStatuses") or [] if c.get("ready")}
         if mounting and mounting[0] in ready:
-            found.append({"name": (pod.get("metadata") or {}).get("name")})
+            found.append({"name": (pod.get("metadata") or {}).get("name"), "container": mounting[0]})
     return found
 
 

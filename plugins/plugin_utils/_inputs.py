@@ -417,6 +417,10 @@ _SLURM_CONF_FORBIDDEN = {key: "must not be set here: use config_nodes, config_pa
 _SLURMDBD_FORBIDDEN = {key: "comes from the database role (database_*), not slurmdbd_conf"
                        for key in ("StorageType", "StorageHost", "StoragePort", "StorageUser", "StoragePass",
                                    "StorageLoc")}
+# the authentication is one setting for every daemon and command (the override dicts only: the defaults
+# derive these keys from it)
+_AUTH_FORBIDDEN = {key: "comes from cluster_auth_type (munge or slurm), one setting for every daemon"
+                   for key in ("AuthType", "CredType")}
 _TOLERATION = record({
     "key": _empty_or(LABEL_KEY, "empty or a label key"),
     "operator": _pattern(r"Exists|Equal", "Exists or Equal"),
@@ -483,6 +487,8 @@ def _extra_file_name(value):
     CONFIGMAP_KEY(value)
     if value in ("slurm.conf", "cgroup.conf", "slurmdbd.conf"):
         raise _Fail("is written by the collection: use config_slurm_conf, config_cgroup_conf or slurmdbd_conf")
+    if value in ("slurm.key", "slurm.jwks"):
+        raise _Fail("is auth/slurm's key, never in a ConfigMap: cluster_auth_type slurm makes it (a Secret)")
 
 
 @structured
@@ -560,9 +566,10 @@ RULES = {
     "cluster_network_policies": _any,
     "cluster_slurmctld_connection": _CONNECTION,
     "cluster_slurmrestd_enabled": _any,
+    "cluster_auth_type": _any,
     # config
     "config_slurm_conf_default": slurm_conf("slurm.conf", _SLURM_CONF_FORBIDDEN),
-    "config_slurm_conf": slurm_conf("slurm.conf", _SLURM_CONF_FORBIDDEN),
+    "config_slurm_conf": slurm_conf("slurm.conf", {**_SLURM_CONF_FORBIDDEN, **_AUTH_FORBIDDEN}),
     "config_nodesets": list_of(slurm_conf("a NodeSet line of slurm.conf", first="NodeSet", fields={"Nodes": HOSTLIST})),
     "config_nodes": list_of(slurm_conf("a NodeName line of slurm.conf", first="NodeName")),
     "config_partitions": list_of(slurm_conf("a PartitionName line of slurm.conf", first="PartitionName",
@@ -604,7 +611,7 @@ RULES = {
     "powersave_suspend_exc_states": list_of(SLURM_STATE),
     "powersave_resume_rate": _int_range(0, 65535, " nodes per minute"),
     "powersave_suspend_rate": _int_range(0, 65535, " nodes per minute"),
-    "powersave_slurm_conf_extra": slurm_conf("slurm.conf", _SLURM_CONF_FORBIDDEN),
+    "powersave_slurm_conf_extra": slurm_conf("slurm.conf", {**_SLURM_CONF_FORBIDDEN, **_AUTH_FORBIDDEN}),
     "powersave_image": IMAGE,
     "powersave_termination_grace_period": _GRACE,
     "powersave_wait_timeout": _TIMEOUT,
@@ -635,7 +642,8 @@ RULES = {
     "secrets_password_length": _int_range(16, 128, " characters"),
     "secrets_ssh_host_key_types": _any,
     "secrets_regenerate": _any,
-    "secrets_rotation": dict_of(_pattern(r"database|jwt|ssh|munge", "database, jwt, ssh or munge"), REASON, "secret"),
+    "secrets_rotation": dict_of(_pattern(r"database|jwt|ssh|munge|auth", "database, jwt, ssh, munge or auth"),
+                                REASON, "secret"),
     "secrets_munge_rotation_allowed": _any,
     # slurmctld
     "slurmctld_image": IMAGE,
@@ -683,7 +691,7 @@ RULES = {
     # slurmdbd
     "slurmdbd_image": IMAGE,
     "slurmdbd_conf_default": slurm_conf("slurmdbd.conf", _SLURMDBD_FORBIDDEN),
-    "slurmdbd_conf": slurm_conf("slurmdbd.conf", _SLURMDBD_FORBIDDEN),
+    "slurmdbd_conf": slurm_conf("slurmdbd.conf", {**_SLURMDBD_FORBIDDEN, **_AUTH_FORBIDDEN}),
     "slurmdbd_resources": resources_dict(),
     "slurmdbd_wait_timeout": _TIMEOUT,
     # storage

@@ -6,7 +6,9 @@ CoreDNS, kube-router (NetworkPolicy), Pod Security admission and the PodDisrupti
 the eviction API all act on it for real. A user SSHes into the login pod through its NodePort on
 127.0.0.1 and runs jobs; pods are deleted and come back; the collection's modules run in the
 slurmctld pod through the kubernetes.core.kubectl connection; the API server's audit log shows that
-a re-run writes nothing.
+a re-run writes nothing. The cluster authenticates with Slurm's own auth/slurm (cluster_auth_type slurm:
+the key set projected next to slurm.conf, sackd on login); the clusters of the other T3 modules and of
+Molecule run munge, the default.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ PROTECTED = ("mariadb-0", "slurmdbd-0", "slurmctld-0")     # and login: PodDisru
 def cluster(kube, tmp_path_factory):
     tag = "%s-e2e" % collection_version()
     deployment = SlurmOnKube(kube, tmp_path_factory.mktemp("e2e"), NAME, tag, SSH_PORT,
-                             cluster_slurmrestd_enabled=True)
+                             cluster_slurmrestd_enabled=True, cluster_auth_type="slurm")
     started = time.monotonic()
     kube.build_and_load_images(tag)
     deployment.timings["images_s"] = time.monotonic() - started
@@ -552,5 +554,72 @@ def test_rotation_of_database_password_jwt_key_and_host_keys_loses_no_job(cluste
         cluster.save(secrets_rotation={})
     assert cluster.job_state(held) == "RUNNING", "the job holding both nodes did not survive the rotation"
     cluster.wait_for_login()
+    cluster.ssh("touch %s" % release)
+    wait_for(lambda: cluster.accounted_state(held) == ["COMPLETED"], 90, "job %s COMPLETED in sacct" % held)
+
+
+def auth_keys(cluster):
+    secret = cluster.kube.get("secret", "slurm-auth-key", cluster.namespace)
+    return secret, json.loads(base64.b64decode(secret["data"]["slurm.jwks"]))["keys"]
+
+
+def test_the_auth_key_set_is_read_by_the_daemons_only(cluster):
+    """auth/slurm: slurm.jwks is projected next to slurm.conf, root's only on login and the workers (slurmd,
+    sackd) and SlurmUser's group's on slurmctld and slurmdbd; a user reads it neither on login nor in a job,
+    and authenticates through sackd (login) and slurmd (in the job)."""
+    assert "AuthType=auth/slurm" in cluster.ctld("scontrol", "show", "config").stdout.replace(" ", "")
+    _secret, keys = auth_keys(cluster)
+    assert [key.get("use") for key in keys] == ["default"] and len(keys[0]["k"]) >= 43, "one default key"
+    for pod, container, listing in ((login_pod(cluster), "login", "-r-------- 1 root root"),
+                                    ("slurmd-0", "slurmd", "-r-------- 1 root root"),
+                                    ("slurmctld-0", "slurmctld", "-r--r----- 1 root slurm"),
+                                    ("slurmdbd-0", "slurmdbd", "-r--r----- 1 root slurm")):
+        mode = cluster.kube.exec(cluster.namespace, pod, "sh", "-c", "ls -lL /etc/slurm-k8s/config/slurm.jwks",
+                                 container=container).stdout
+        assert mode.startswith(listing), (pod, mode)
+    out = cluster.ssh("cat /etc/slurm-k8s/config/slurm.jwks /etc/slurm/slurm.jwks 2>&1; "
+                      "srun -N1 cat /etc/slurm-k8s/config/slurm.jwks 2>&1; sinfo -h -o %D", check=False).stdout
+    assert out.count("Permission denied") == 3 and keys[0]["k"] not in out, out
+    assert out.split()[-1] == "2", out
+
+
+def test_rotation_of_the_auth_key_set_restarts_no_slurm_daemon_and_loses_no_job(cluster):
+    """secrets_rotation.auth through site.yml while a job holds both workers: the new key is added, made the
+    default and the old one retired, each step read by every pod and followed by a reconfigure (sackd on login
+    re-reads it); only slurmdbd restarts (it reads the key set when it starts). The job runs on and is COMPLETED
+    with its id, an admin's drain stays, a new job from login runs (sackd signs with the new key), the old key
+    is in neither the Secret nor the output, and a second run with the same label changes nothing."""
+    _secret, old_keys = auth_keys(cluster)
+    release = "/home/alice/release-auth-%d" % time.time_ns()
+    held = cluster.ssh("sbatch --parsable -N2 -o /dev/null --wrap 'srun -N2 sh -c \"while [ ! -e %s ]; do sleep 1; done\"'"
+                       % release).stdout.strip()
+    wait_for(lambda: cluster.job_state(held) == "RUNNING", 60, "job %s to run on both nodes" % held)
+    cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=drain", "reason=admin: disk check")
+    before = cluster.kube.pod_identity(cluster.namespace)
+    cluster.save(secrets_rotation={"auth": "2026-12-auth"})
+    try:
+        proc, changed, seconds = cluster.site()
+        cluster.timings["site_auth_rotation_s"] = seconds
+        out = proc.stdout
+        assert changed > 0 and "rotating auth" in out, out[-3000:]
+        assert re.findall(r"key set (\d) of 3", out) and set(re.findall(r"key set (\d) of 3", out)) == {"1", "2", "3"}, out[-3000:]
+        secret, keys = auth_keys(cluster)
+        assert len(keys) == 1 and keys[0]["use"] == "default" and keys[0]["kid"] != old_keys[0]["kid"], [k["kid"] for k in keys]
+        assert keys[0]["k"] != old_keys[0]["k"] and secret["metadata"]["annotations"]["hpc.slurm-k8s/rotation"] == "2026-12-auth"
+        for value in (old_keys[0]["k"], keys[0]["k"]):
+            assert value not in out
+        after = cluster.kube.pod_identity(cluster.namespace)
+        restarted = {pod for pod in before if pod in after and after[pod] != before[pod]}
+        assert restarted == {"slurmdbd-0"}, restarted
+        assert cluster.nodes()["slurmd-1"] == ("drng", "admin: disk check"), cluster.nodes()
+        cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=resume")
+        # every pod holds the new set: a job from login (sackd) across both workers, and accounting
+        assert sorted(cluster.ssh("srun -N2 -t 1 hostname").stdout.split()) == ["slurmd-0", "slurmd-1"]
+        assert cluster.job_state(held) == "RUNNING", "the job holding both nodes did not survive the rotation"
+        _proc, changed, _seconds = cluster.site()
+        assert changed == 0
+    finally:
+        cluster.save(secrets_rotation={})
+        cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=resume", check=False)
     cluster.ssh("touch %s" % release)
     wait_for(lambda: cluster.accounted_state(held) == ["COMPLETED"], 90, "job %s COMPLETED in sacct" % held)

@@ -147,7 +147,7 @@ class Runs:
         for kind in ("tags-slurmd", "tags-config", "render-command", "no-network-policies"):
             self.futures["restart/" + kind] = self.pool.submit(self._variant, kind)
         for kind in ("munge-key-missing", "database-missing", "other-instance", "adopted", "external-db-secret",
-                     "external-db-bad-secret"):
+                     "external-db-bad-secret", "auth-type-change"):
             self.futures["refuse/" + kind] = self.pool.submit(self._variant, kind)
         for kind in ("render", "check", "failing"):
             self.futures["keys/" + kind] = self.pool.submit(self._key_run, kind)
@@ -199,6 +199,9 @@ class Runs:
             variables["secrets_regenerate"] = ["munge"]
         elif kind == "munge-key-missing":
             (target / "slurm" / "secret-munge-key.yaml").unlink()
+        elif kind == "auth-type-change":
+            # the deployed instance runs munge (its slurm.conf says so): auth/slurm is refused before anything
+            variables["cluster_auth_type"] = "slurm"
         elif kind == "database-missing":
             (target / "slurm" / "secret-slurm-database.yaml").unlink()
             variables["secrets_regenerate"] = ["munge", "ssh"]

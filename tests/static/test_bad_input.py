@@ -38,6 +38,13 @@ CASES = [
     ("resources-bad-memory", {"slurmctld_resources": {"requests": {"memory": "2GB"}}}, "slurmctld_resources"),
     ("host-network-not-bool", {"slurmd_host_network": "maybe"}, "slurmd_host_network"),
     ("munge-key-too-short", {"secrets_munge_key_length": 8}, "secrets_munge_key_length"),
+    ("auth-type-unknown", {"cluster_auth_type": "kerberos"}, "cluster_auth_type"),
+    ("auth-type-in-slurm-conf", {"config_slurm_conf": {"AuthType": "auth/none"}},
+     "comes from cluster_auth_type (munge or slurm), one setting for every daemon"),
+    ("auth-key-as-extra-file", {"config_extra_files": {"slurm.jwks": '{"keys": []}'}},
+     "is auth/slurm's key, never in a ConfigMap"),
+    ("auth-rotation-with-munge", {"secrets_rotation": {"auth": "2026-12"}},
+     "auth only with cluster_auth_type slurm: with munge, rotate the munge key"),
     ("powersave-group-count-zero", {"powersave_groups": [{"name": "burst", "count": 0}]}, "powersave_groups"),
     # each check of a group stands alone (a memory check once ran inside the cpu_request one and was skipped)
     ("powersave-group-memory-too-small", {"powersave_groups": [{"name": "burst", "count": 1, "memory_mib": 128}]},

@@ -34,8 +34,9 @@ BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSET
 # (kube-root-ca.crt) at every call).
 # slurm-users: the pods read passwd, group and the keys at each lookup (libnss-extrausers, sshd's
 # AuthorizedKeysCommand).
+# (auth/slurm's key set: re-read at each step of a rotation, by reconfigure, SIGHUP to sackd, slurmdbd's restart)
 HOT_RELOADED = {("ConfigMap", "slurm-config"), ("ConfigMap", "slurm-power"), ("ConfigMap", "kube-root-ca.crt"),
-                ("ConfigMap", "slurm-users")}
+                ("ConfigMap", "slurm-users"), ("Secret", "slurm-auth-key")}
 # workload -> objects it reads only when its volume is empty: no checksum (a restart would change nothing;
 # MariaDB's passwords change by ALTER USER, secrets_rotation)
 READ_AT_INITIALISATION = {"mariadb": {("Secret", "slurm-database")}}

@@ -49,6 +49,15 @@ def test_a_missing_munge_key_of_a_deployed_instance_is_refused(runs, renders):
     assert_nothing_written(run, renders["defaults"], "slurm/secret-munge-key.yaml")
 
 
+def test_a_change_of_the_authentication_of_a_deployed_instance_is_refused(runs, renders):
+    run = runs.result("refuse/auth-type-change")
+    assert run.rc != 0
+    assert "cluster_auth_type: instance 'slurm' runs auth/munge (slurm.conf of its ConfigMap slurm-config), not " \
+           "auth/slurm." in run.output, run.output[-3000:]
+    assert "keep cluster_auth_type munge" in run.output and "Nothing was changed." in run.output
+    assert_nothing_written(run, renders["defaults"])
+
+
 def test_missing_database_passwords_of_an_existing_database_are_refused(runs, renders):
     # secrets_regenerate does not cover them: MariaDB keeps the passwords it was created with
     run = runs.result("refuse/database-missing")

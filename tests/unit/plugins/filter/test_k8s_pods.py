@@ -114,12 +114,30 @@ def test_pods_mounting_a_configmap_with_the_container_that_sees_it():
             [{"name": "c", "volumeMounts": [{"name": "users", "mountPath": "/x"}]}]),
     ]
     found = k8s_pods_mounting(pods, "ConfigMap", "slurm-users")
-    assert found == [{"name": "slurmd-0"}, {"name": "login-1"}]
+    assert found == [{"name": "slurmd-0", "container": "slurmd"}, {"name": "login-1", "container": "login"}]
     assert [p["metadata"]["name"] for p in k8s_pod_annotations(found, {"a": 1}, "ns")] == ["slurmd-0", "login-1"]
     first = k8s_pod_annotations(found, {"a": 1}, "ns")[0]["metadata"]
     assert first == {"name": "slurmd-0", "namespace": "ns", "annotations": {"a": "1"}}
     with pytest.raises(AnsibleFilterError):
         k8s_pods_mounting(pods, "Pod", "x")
+
+
+def test_pods_mounting_a_secret_projected_beside_a_configmap():
+    """cluster_auth_type slurm: the key set is a source of the projected `config` volume, beside the ConfigMap"""
+    config = {"name": "config", "projected": {"sources": [
+        {"configMap": {"name": "slurm-config"}},
+        {"secret": {"name": "slurm-auth-key", "items": [{"key": "slurm.jwks", "path": "slurm.jwks", "mode": 256}]}}]}}
+    mounted = [{"name": "slurmd", "volumeMounts": [{"name": "config", "mountPath": "/etc/slurm-k8s/config"}]}]
+    pods = [
+        {"metadata": {"name": "slurmd-0"}, "status": {"phase": "Running", "containerStatuses": [{"name": "slurmd", "ready": True}]},
+         "spec": {"volumes": [config], "containers": mounted}},
+        # a plain Secret volume of another name
+        {"metadata": {"name": "slurmrestd-x"}, "status": {"phase": "Running", "containerStatuses": [{"name": "slurmd", "ready": True}]},
+         "spec": {"volumes": [{"name": "config", "secret": {"secretName": "slurm-jwt-key"}}], "containers": mounted}},
+    ]
+    assert k8s_pods_mounting(pods, "Secret", "slurm-auth-key") == [{"name": "slurmd-0", "container": "slurmd"}]
+    assert k8s_pods_mounting(pods, "ConfigMap", "slurm-config") == [{"name": "slurmd-0", "container": "slurmd"}]
+    assert k8s_pods_mounting(pods, "Secret", "slurm-config") == []
 
 
 def test_file_sums_are_what_sha256sum_prints_for_the_files():
