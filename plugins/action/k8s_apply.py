@@ -19,14 +19,16 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
+from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _manifests
 from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils._k8s_apply import (
     ApplyError,
     k8s_outdated, k8s_reads, k8s_stamp, k8s_unready)
 
 _SPEC = {
     "definitions": {"type": "list", "elements": "dict", "default": []},
+    "namespace": {"type": "str"},
+    "network_policies": {"type": "bool", "default": True},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-    "remove": {"type": "list", "elements": "dict", "default": []},
     "wait": {"type": "bool", "default": True},
     "wait_timeout": {"type": "int", "default": 300},
     "field_manager": {"type": "str", "default": "hpc.slurm_k8s"},
@@ -85,21 +87,36 @@ class ActionModule(ActionBase):
                 ", ".join(unknown), ", ".join(_AUTH_KEYS)))
         self._auth = {key: value for key, value in args["auth"].items() if value not in (None, "")}
         self._args = args
+        definitions, removed = self._placed(args)
         report = {"applied": [], "deleted": [], "waited_for": [], "new_namespaces": []}
         in_new_namespaces = []
         try:
             if args["state"] == "present":
-                in_new_namespaces = self._present(args["definitions"], report)
+                in_new_namespaces = self._present(definitions, report)
             else:
-                self._absent(args["definitions"], args["wait"], report)
+                self._absent(definitions, args["wait"], report)
         except ApplyError as error:
             raise AnsibleActionFail("k8s_apply: %s" % error) from None
-        self._absent(args["remove"], False, report)
+        self._absent(removed, False, report)
         result.update(report, changed=bool(report["applied"] or report["deleted"]))
         if report["new_namespaces"]:
             result["msg"] = "would create %s in the new namespace %s" % (
                 ", ".join(in_new_namespaces), ", ".join(report["new_namespaces"]))
         return result
+
+    @staticmethod
+    def _placed(args):
+        """(definitions, removed): the namespaced definitions put in `namespace` (cluster-scoped ones
+        first), checked for completeness before anything is read or sent, and the NetworkPolicies that
+        network_policies=false removes instead of applying (the resources role's rules, one task)."""
+        definitions = args["definitions"]
+        if args["namespace"] is not None:
+            definitions = _manifests.in_namespace(definitions, args["namespace"])
+        problems = _manifests.problems(definitions)
+        if problems:
+            raise AnsibleActionFail("k8s_apply: every item of definitions needs apiVersion, kind and metadata.name: %s"
+                                    % "; ".join(problems))
+        return _manifests.split_policies(definitions, args["state"], args["network_policies"])
 
     # --- reading ----------------------------------------------------------------------------------------
     def _query(self, step, **query):

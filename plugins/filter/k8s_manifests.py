@@ -40,9 +40,7 @@ def k8s_batches(definitions, owner, state="present", network_policies=True):
     of their own with state absent, so that what an earlier run created is removed."""
     if not isinstance(definitions, list):
         raise AnsibleFilterError("k8s_batches: expected a list of manifests, got %s" % type(definitions).__name__)
-    remove_policies = not network_policies and state != "absent"
-    removed = [d for d in definitions if remove_policies and isinstance(d, dict) and d.get("kind") == "NetworkPolicy"]
-    kept = [d for d in definitions if not any(d is r for r in removed)]
+    kept, removed = _manifests.split_policies(definitions, state, network_policies)
     secret = [d for d in kept if isinstance(d, dict) and d.get("kind") == "Secret"]
     return {"secrets": [{"owner": owner, "state": state, "definitions": secret}],
             "plain": [{"owner": owner, "state": state, "definitions": [d for d in kept if not any(d is x for x in secret)]},

@@ -43,17 +43,25 @@ options:
     type: list
     elements: dict
     default: []
+  namespace:
+    description:
+      - Put every namespaced manifest of O(definitions) in this namespace (metadata.namespace), and apply the
+        cluster-scoped ones (a Namespace) first. Left out, the manifests are used as given.
+      - Incomplete manifests (no apiVersion, kind or metadata.name) fail the task before anything is read or
+        sent, naming each one.
+    type: str
+  network_policies:
+    description:
+      - With V(false) and O(state=present), the NetworkPolicies among O(definitions) are deleted (without
+        waiting, after the rest) instead of applied, so that turning them off removes what an earlier run
+        created. The C(hpc.slurm_k8s.resources) role passes C(cluster_network_policies).
+    type: bool
+    default: true
   state:
     description: C(present) applies O(definitions), C(absent) deletes them.
     type: str
     choices: [present, absent]
     default: present
-  remove:
-    description: Manifests of objects to delete after O(definitions) is done, without waiting (for example
-      the NetworkPolicies that C(cluster_network_policies=false) turns off).
-    type: list
-    elements: dict
-    default: []
   wait:
     description: Wait for the applied objects (and unready workloads), or for deleted objects to be gone.
     type: bool
@@ -81,6 +89,7 @@ EXAMPLES = r"""
 - name: Apply the manifests of a component, writing only what changed
   hpc.slurm_k8s.k8s_apply:
     definitions: "{{ lookup('ansible.builtin.template', 'manifests.yaml.j2') | ansible.builtin.from_yaml_all }}"
+    namespace: slurm
     auth:
       kubeconfig: /etc/kubernetes/admin.conf
 """
@@ -93,7 +102,7 @@ applied:
   elements: str
   sample: [ConfigMap/slurm-config, StatefulSet/slurmctld]
 deleted:
-  description: Objects deleted (O(state=absent), O(remove)).
+  description: Objects deleted (O(state=absent), or the NetworkPolicies that O(network_policies=false) removes).
   returned: always
   type: list
   elements: str

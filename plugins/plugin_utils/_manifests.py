@@ -95,6 +95,15 @@ def in_namespace(definitions, namespace):
     return cluster_scoped + placed
 
 
+def split_policies(definitions, state, network_policies):
+    """(kept, removed): the NetworkPolicies among `definitions` follow cluster_network_policies for every
+    role in this one place. With it false (and state present) they are removed (what an earlier run
+    created) instead of applied; the rest, and everything when state is absent, is kept in order."""
+    remove = not network_policies and state != "absent"
+    removed = [d for d in definitions if remove and isinstance(d, dict) and d.get("kind") == "NetworkPolicy"]
+    return [d for d in definitions if not any(d is r for r in removed)], removed
+
+
 def read_text(path):
     try:
         with open(path, "r", encoding="utf-8") as handle:

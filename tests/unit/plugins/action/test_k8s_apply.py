@@ -158,12 +158,39 @@ def test_absent_deletes_secrets_then_the_rest_in_order_and_reports_what_existed(
     assert result["deleted"] == ["Secret/slurm-munge", "StatefulSet/slurmd"] and result["changed"] is True
 
 
-def test_removed_objects_are_deleted_without_waiting_after_the_rest():
+def test_network_policies_off_deletes_the_given_policies_without_waiting_after_the_rest():
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p", "namespace": "slurm"}}
-    result, _queries, calls = run_action({"definitions": [CONFIG], "remove": [policy]}, [served(CONFIG)])
+    result, queries, calls = run_action({"definitions": [policy, CONFIG], "network_policies": False}, [served(CONFIG)])
+    assert [query["kind"] for query in queries] == ["ConfigMap"]
     assert calls == [("kubernetes.core.k8s", dict(state="absent", definition=[policy], wait=False, wait_timeout=300,
                                                   delete_options={"propagationPolicy": "Foreground"}))]
-    assert result["deleted"] == ["NetworkPolicy/p"]
+    assert result["deleted"] == ["NetworkPolicy/p"] and result["applied"] == []
+
+
+def test_network_policies_off_with_state_absent_deletes_them_in_order_with_the_rest():
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p", "namespace": "slurm"}}
+    _result, _queries, calls = run_action({"definitions": [policy, CONFIG], "state": "absent",
+                                           "network_policies": False}, [])
+    assert calls == [("kubernetes.core.k8s", dict(state="absent", definition=[policy, CONFIG], wait=True, wait_timeout=300,
+                                                  delete_options={"propagationPolicy": "Foreground"}))]
+
+
+def test_namespace_places_namespaced_manifests_and_applies_cluster_scoped_ones_first():
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hpc"}}
+    unplaced = {key: value for key, value in CONFIG.items() if key != "metadata"}
+    unplaced["metadata"] = {"name": "slurm-config"}
+    placed = dict(CONFIG, metadata={"name": "slurm-config", "namespace": "hpc"})
+    _result, queries, calls = run_action({"definitions": [unplaced, namespace], "namespace": "hpc", "auth": AUTH}, [])
+    assert queries == [dict(api_version="v1", kind="Namespace", resource_name="hpc", **AUTH),
+                       dict(api_version="v1", kind="ConfigMap", namespace="hpc", **AUTH)]
+    assert calls == [apply_call([namespace, placed])]
+
+
+def test_incomplete_manifests_are_named_before_anything_is_read_or_sent():
+    nameless = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
+    with pytest.raises(AnsibleActionFail, match=r"^k8s_apply: every item of definitions needs apiVersion, kind and "
+                                                r"metadata.name: manifest 1 \(ConfigMap/\?\) has no metadata.name$"):
+        run_action({"definitions": [CONFIG, nameless], "namespace": "slurm"}, [])
 
 
 def test_an_unknown_auth_option_is_refused():
