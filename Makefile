@@ -19,27 +19,19 @@ export LOCALKUBE_USERS_LOCK := /run/lock/hpc-slurm-k8s-localkube-users.lock
 KUBE_BIN = $(shell bash $(ROOT)/tests/localkube/build.sh --print 2>/dev/null | sed -n 's/^kubernetes=//p')
 VERSION := $(shell awk '/^version:/ { print $$2 }' $(ROOT)/galaxy.yml)
 
-.PHONY: test checks checks-in-turn deps sanity units lint static integration localkube e2e e2e-and-readme molecule-then-readme k8s molecule readme up down clean
+.PHONY: test checks deps sanity units lint static integration localkube e2e e2e-and-readme molecule-then-readme k8s molecule readme up down clean
 
 ## test: every tier, then README's own commands (`make up` ... `make down`, which stops the local
-## Kubernetes: last). Two lanes from the start: T3 beside Molecule and README's commands (make
-## e2e-and-readme, the longest), and the checks without a cluster (T0, T2, sanity, T1, lint) one after
-## the other in the second. Alone, the T3 lane kept the two cores 72% busy (process accounting of a CI run:
-## 3,356 CPU-s in 2,328 s; it waits for pods, jobs and timeouts), and the checks fill that; they share nothing
-## with it (T2's daemons listen on 127.0.0.1:16800-17004, T3 uses the local Kubernetes and NodePorts
-## 30000-32767; the one host munged is started under a lock).
+## Kubernetes: last). The checks without a cluster (T0, T1, T2) run two at a time: each of them keeps one
+## core busy, and T0's manifests and T2's Slurm daemons share nothing (other ports and directories; one
+## munged). Then T3 beside Molecule and README's commands (make e2e-and-readme).
 test: deps
-	$(MAKE) -j2 --output-sync=target e2e-and-readme checks-in-turn
+	$(MAKE) -j2 --output-sync=target checks
+	$(MAKE) e2e-and-readme
 	@echo "make test: all tiers passed"
 
-## checks: every tier that needs no Kubernetes, the two longest first (with -j2, side by side)
+## checks: every tier that needs no Kubernetes; the two longest first, so that they run side by side
 checks: static integration sanity units lint
-
-## checks-in-turn: the same, one after the other: the second lane of `make test`. (Listed there as five
-## goals beside e2e-and-readme, make would start two checks at once while localkube, its prerequisite,
-## runs, and hold the T3 lane back until one of them ended.)
-checks-in-turn:
-	$(MAKE) -j1 static integration sanity units lint
 
 ## deps: Debian packages, the venv, the collections we depend on, and the local Kubernetes built from
 ## its Go modules (tests/localkube/build.sh; cached by version, a second run builds nothing)
