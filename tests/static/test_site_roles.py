@@ -1,7 +1,7 @@
 """Static tier: one list of the roles of a deployment.
 
 upgrade.yml and scale.yml run `cluster_model.site_roles` (roles/cluster/files/model.yml); site.yml names its
-roles twice (the preflight loop and `roles:`), because its pre_tasks run before that variable is
+roles twice (the preflight loop and the imports of its `tasks:`), because its pre_tasks run before that variable is
 loaded. All three must agree, in order, or an upgrade would skip (or reorder) a role that site.yml runs.
 """
 
@@ -20,7 +20,9 @@ def test_site_yml_runs_the_roles_that_upgrade_and_scale_run():
     play = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())[0]
     preflight = next(task for task in play["pre_tasks"] if task["name"] == "Check every role before changing anything")
     assert preflight["loop"] == site_roles
-    assert [entry["role"] for entry in play["roles"]] == ["hpc.slurm_k8s.%s" % role for role in site_roles]
+    imported = [task["ansible.builtin.import_role"] for task in play["tasks"] if "ansible.builtin.import_role" in task]
+    assert [entry["name"] for entry in imported] == ["hpc.slurm_k8s.%s" % role for role in site_roles]
+    assert "roles" not in play
     for role in ("upgrade", "scale"):
         variables = (ROOT / "roles" / role / "vars" / "main.yml").read_text()
         assert "cluster_model.site_roles" in variables, "%s must run the roles of cluster_model.site_roles" % role
