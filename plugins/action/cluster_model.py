@@ -15,7 +15,10 @@ from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _roles
 
 MODEL_FILE = ("cluster", "files", "model.yml")
 # shared templates that roles render from another role's directory, by absolute path
-TEMPLATES = {"slurmd_pod_parts": os.path.join(_roles.ROLES_DIR, "cluster", "templates", "slurmd-pod-parts.yaml.j2")}
+TEMPLATES = {name: os.path.join(_roles.ROLES_DIR, "cluster", "templates", path) for name, path in {
+    "slurmd_pod_parts": "slurmd-pod-parts.yaml.j2",
+    "network_policy": "network-policy.yaml.j2",
+}.items()}
 
 
 class ActionModule(ActionBase):

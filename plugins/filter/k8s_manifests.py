@@ -2,7 +2,7 @@
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters over manifests for both backends: placing them in the cluster namespace, checkov's skip
-annotations, and the file of a resource in the render directory (the naming rule lives in plugins/plugin_utils/_manifests.py)."""
+annotations, the TCP probes of a container, and the file of a resource in the render directory (the naming rule lives in plugins/plugin_utils/_manifests.py)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,38 @@ def k8s_checkov_annotations(skips):
     return {"checkov.io/skip%d" % number: skip for number, skip in enumerate(skips, 1)}
 
 
+# the timing of every TCP probe (readiness: a few seconds to notice; liveness: two minutes of silence)
+TCP_READINESS = {"periodSeconds": 5, "timeoutSeconds": 3}
+TCP_LIVENESS = {"periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 6}
+STARTUP_PERIOD = 5
+
+
+def _timing(defaults, overrides, what):
+    if not isinstance(overrides, dict):
+        raise AnsibleFilterError("k8s_tcp_probes: %s must be a dict of probe fields, got %r" % (what, overrides))
+    return {key: value for key, value in dict(defaults, **overrides).items() if value is not None}
+
+
+def k8s_tcp_probes(port, startup_seconds=None, readiness=None, liveness=None):
+    """The TCP probes of a container that serves `port` (slurmctld, slurmdbd, login, slurmrestd, slurmd, the
+    NFS server), for a template to write into the container: {startupProbe, readinessProbe, livenessProbe}.
+    startup_seconds: a startupProbe that allows this long before liveness starts (a daemon that listens
+    only once the one it needs answers); readiness, liveness: overrides of the timing (a value of None
+    removes that field); readiness=False: no readinessProbe (the container has its own)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise AnsibleFilterError("k8s_tcp_probes: expected a port number, got %r" % (port,))
+    tcp = {"tcpSocket": {"port": port}}
+    probes = {"livenessProbe": dict(tcp, **_timing(TCP_LIVENESS, liveness or {}, "liveness"))}
+    if readiness is not False:
+        probes["readinessProbe"] = dict(tcp, **_timing(TCP_READINESS, readiness or {}, "readiness"))
+    if startup_seconds is not None:
+        probes["startupProbe"] = dict(tcp, periodSeconds=STARTUP_PERIOD,
+                                      failureThreshold=-(-int(startup_seconds) // STARTUP_PERIOD))
+    return probes
+
+
 class FilterModule(object):
     def filters(self):
         return {"k8s_namespaced": k8s_namespaced, "k8s_manifest_problems": k8s_manifest_problems,
-                "k8s_manifest_path": k8s_manifest_path, "k8s_checkov_annotations": k8s_checkov_annotations, "k8s_batches": k8s_batches}
+                "k8s_manifest_path": k8s_manifest_path, "k8s_checkov_annotations": k8s_checkov_annotations, "k8s_batches": k8s_batches,
+                "k8s_tcp_probes": k8s_tcp_probes}
