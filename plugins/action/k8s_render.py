@@ -21,6 +21,7 @@ _SPEC = {
         "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
         "owner": {"type": "str", "default": "?"},
     }},
+    "prune_index": {"type": "str"},
 }
 
 
@@ -38,12 +39,14 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("k8s_render: directory must be an absolute path (got %s)" % args["directory"])
         if args["batches"] is not None and args["definitions"]:
             raise AnsibleActionFail("k8s_render: give either definitions (with state) or batches, not both")
+        if args["prune_index"] is not None and args["batches"] is None:
+            raise AnsibleActionFail("k8s_render: prune_index needs batches (every manifest of the run)")
         owners = {}
         try:
             if args["batches"] is None:
                 steps = _manifests.plan(args["directory"], args["definitions"], args["state"])
             else:
-                steps, owners = _manifests.plan_batches(args["directory"], args["batches"])
+                steps, owners = _manifests.plan_batches(args["directory"], args["batches"], args["prune_index"])
         except (_manifests.ManifestError, OSError) as error:
             raise AnsibleActionFail("k8s_render: %s" % error) from None
 
@@ -61,9 +64,11 @@ class ActionModule(ActionBase):
         wanted = len(args["definitions"]) if args["batches"] is None else \
             len({_manifests.manifest_path(args["directory"], definition)
                  for batch in args["batches"] for definition in batch["definitions"]})
+        # steps with no owner: files of the pruning index that no batch names, and the index itself
         result.update(changed=bool(steps), created=by_action["create"], updated=by_action["update"],
-                      modes_fixed=by_action["chmod"], removed=by_action["remove"], unchanged=wanted - len(steps),
-                      changed_owners=sorted(set(owners.values())))
+                      modes_fixed=by_action["chmod"], removed=by_action["remove"],
+                      pruned=[path for path in by_action["remove"] if path not in owners],
+                      unchanged=wanted - len(owners), changed_owners=sorted(set(owners.values())))
         if diffs:
             result["diff"] = diffs
         return result

@@ -67,6 +67,17 @@ options:
         description: Who added the batch (a role name), named in errors and in RV(changed_owners).
         type: str
         default: "?"
+  prune_index:
+    description:
+      - With O(batches) that hold every manifest of a run (C(site.yml) without C(--tags)), the name of a
+        pruning index, C(<directory>/.hpc-slurm-k8s/<prune_index>.list) (a hidden directory, and an extension
+        that C(kubectl apply -R) ignores).
+      - The index records the file of every present manifest of the batches. The next run with the same index
+        removes the files it lists that no batch names any more (a resource an earlier version rendered),
+        and no other file, so a file it never wrote (a site's own, or what another playbook wrote) is never
+        removed. Secrets are neither recorded nor removed.
+      - Omitted, nothing is pruned and no index is kept.
+    type: str
 author:
   - hpc.slurm_k8s maintainers (@hpc-slurm-k8s)
 """
@@ -111,7 +122,12 @@ modes_fixed:
   type: list
   elements: str
 removed:
-  description: Files removed (state absent).
+  description: Files removed (state absent, or pruned).
+  returned: always
+  type: list
+  elements: str
+pruned:
+  description: Files removed because the O(prune_index) listed them and no batch names them.
   returned: always
   type: list
   elements: str

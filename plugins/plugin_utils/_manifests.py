@@ -8,11 +8,20 @@ k8s_manifest_path filter names files for the roles that read it):
 
     <render_dir>/<namespace>/<kind>-<name>.yaml    namespaced resources (kind in lower case)
     <render_dir>/_cluster/<kind>-<name>.yaml       cluster-scoped resources
+    <render_dir>/.hpc-slurm-k8s/<index>.list       what site.yml wrote last (pruning, below)
 
 A file holds one manifest as YAML with sorted keys (to_nice_yaml, indent 2), so an unchanged
 manifest is byte-identical to its file and nothing is written. Secrets are written 0600, the rest
 0644. Writes are atomic (a temporary file in the same directory, then rename), so a command that
 applies the directory never reads half a file.
+
+Pruning: site.yml's one write step records, in an index of its own (one relative path per line, in a
+hidden directory with an extension that `kubectl apply -R` ignores), the files of every manifest it
+rendered; the next full run removes the files of that index that no role renders any more (a resource
+an earlier version of the collection made), and no other file: not one this run did not own before,
+such as the slurmrestd service-token Secret that slurmrestd_token.yml writes, nor a file of the site.
+Secrets are never pruned (a lost key cannot be made again): site.yml's Secrets are written by a step that
+keeps no index.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ CLUSTER_DIR = "_cluster"
 SECRET_MODE = 0o600
 FILE_MODE = 0o644
 DIR_MODE = 0o755
+INDEX_DIR = ".hpc-slurm-k8s"
 
 
 class ManifestError(ValueError):
@@ -119,12 +129,23 @@ def plan(render_dir, definitions, state):
     return _plan(render_dir, [(definition, state) for definition in definitions])
 
 
-def plan_batches(render_dir, batches):
+def index_path(render_dir, index):
+    """The file of the pruning index `index` (a name such as '<namespace>-<instance>')."""
+    if not index or "/" in index or index.startswith("."):
+        raise ManifestError("an index name must be a plain file name, got %r" % (index,))
+    return os.path.join(render_dir, INDEX_DIR, index + ".list")
+
+
+def plan_batches(render_dir, batches, prune_index=None):
     """plan() for batches collected over a play (each a dict: definitions, state, owner), in their
     order: where batches name the same file, the last one decides its state and content (a role that
     writes a resource and a later one that removes it end with no file). Returns (steps, owners):
     owners maps each step's path to the owner of the batch that decided it. An incomplete manifest
-    raises ManifestError naming its owner."""
+    raises ManifestError naming its owner.
+
+    With prune_index, also removes the files of that index that no batch names (they were written by
+    an earlier run and no role renders them any more; Secrets excepted), and records the files of the
+    present manifests in the index (a step of its own when it changes, with no owner)."""
     final = {}
     for batch in batches:
         owner = batch.get("owner") or "?"
@@ -135,7 +156,34 @@ def plan_batches(render_dir, batches):
             path = manifest_path(render_dir, definition)
             final[path] = (definition, batch.get("state") or "present", owner)
     steps = _plan(render_dir, [(definition, state) for definition, state, _owner in final.values()])
-    return steps, {path: final[path][2] for path, *_rest in steps}
+    owners = {path: final[path][2] for path, *_rest in steps}
+    if prune_index is not None:
+        steps += _prune(render_dir, index_path(render_dir, prune_index), final)
+    return steps, owners
+
+
+def _prune(render_dir, index, final):
+    """The steps that remove what `index` lists and `final` (path -> (definition, state, owner)) does not
+    name, and that record the present manifests' files in `index`."""
+    owned = (read_text(index) or "").splitlines()
+    steps = []
+    for relative in owned:
+        # only a manifest file of the layout (<namespace or _cluster>/<kind>-<name>.yaml), never a Secret
+        parts = relative.split("/")
+        if len(parts) != 2 or any(part.startswith(".") for part in parts) or not parts[1].endswith(".yaml") \
+                or parts[1].startswith("secret-"):
+            continue
+        path = os.path.join(render_dir, relative)
+        if path in final or not os.path.isfile(path):
+            continue
+        steps.append((path, "remove", None, None, False))
+    present = sorted(os.path.relpath(path, render_dir) for path, (definition, state, _owner) in final.items()
+                     if state == "present" and definition.get("kind") != "Secret")
+    text = "".join(line + "\n" for line in present)
+    current = read_text(index)
+    if current != text:
+        steps.append((index, "create" if current is None else "update", text, FILE_MODE, False))
+    return steps
 
 
 def _plan(render_dir, wanted):

@@ -121,6 +121,24 @@ def playbook(name, render_dir, variables, extra=(), verbose=False, env=None):
     return Run(name, render_dir, argv, proc, time.monotonic() - started)
 
 
+PRUNE_INDEX = Path(".hpc-slurm-k8s") / "slurm-slurm.list"
+
+
+def write_prune_fixtures(render_dir):
+    """Files for the prune variant: configmap-retired.yaml (listed in the index: pruned), and, not to be
+    removed, configmap-site-own.yaml (not listed), secret-retired.yaml (listed, but a Secret) and
+    ../outside.yaml (listed, outside the directory)."""
+    def configmap(name):
+        return yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "slurm"}})
+    (render_dir / "slurm" / "configmap-retired.yaml").write_text(configmap("retired"))
+    (render_dir / "slurm" / "configmap-site-own.yaml").write_text(configmap("site-own"))
+    (render_dir / "slurm" / "secret-retired.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "retired", "namespace": "slurm"}}))
+    (render_dir.parent / "outside.yaml").write_text(configmap("outside"))
+    with open(render_dir / PRUNE_INDEX, "a", encoding="utf-8") as index:
+        index.write("slurm/configmap-retired.yaml\nslurm/secret-retired.yaml\n../outside.yaml\n")
+
+
 def load_values(name):
     return yaml.safe_load((VALUES / ("%s.yml" % name)).read_text()) or {}
 
@@ -144,7 +162,7 @@ class Runs:
         # Last in the queue: they start from the defaults render and wait for it.
         self.futures["restart/slurm-conf"] = self.pool.submit(self._variant, "slurm-conf")
         self.futures["restart/munge-key"] = self.pool.submit(self._variant, "munge-key")
-        for kind in ("tags-slurmd", "tags-config", "render-command", "no-network-policies"):
+        for kind in ("tags-slurmd", "tags-config", "render-command", "no-network-policies", "prune"):
             self.futures["restart/" + kind] = self.pool.submit(self._variant, kind)
         for kind in ("munge-key-missing", "database-missing", "other-instance", "adopted", "external-db-secret",
                      "external-db-bad-secret", "auth-type-change"):
@@ -191,6 +209,10 @@ class Runs:
                 return first
         elif kind == "no-network-policies":
             variables["cluster_network_policies"] = False
+        elif kind == "prune":
+            # what an earlier version rendered and no role renders now (listed in site.yml's index), next to
+            # what the index must never make us remove: a file of the site, a Secret, a path outside
+            write_prune_fixtures(target)
         elif kind == "slurm-conf":
             variables.update(config_slurm_conf={"MaxJobCount": 12345}, config_users=VARIANT_USERS)
         elif kind == "munge-key":

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import yaml
+from conftest import PRUNE_INDEX
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +80,39 @@ def test_each_preflight_runs_once_per_play(renders):
         first = yaml.safe_load((ROOT / "roles" / role / "tasks" / "preflight.yml").read_text())[0]["name"]
         assert output.count("TASK [hpc.slurm_k8s.%s : %s]" % (role, first)) == 1, (role, first)
     assert "TASK [Note the roles whose preflight passed]" in output and "TASK [Forget the preflights of this play]" in output
+
+
+def _manifest_files(render_dir):
+    return sorted(str(path.relative_to(render_dir)) for path in render_dir.rglob("*.yaml"))
+
+
+def test_the_index_lists_every_manifest_but_the_secrets(renders):
+    """site.yml records what it rendered (for pruning): every file but the Secrets, nothing else."""
+    run = renders["defaults"]
+    listed = (run.render_dir / PRUNE_INDEX).read_text().splitlines()
+    assert listed == [path for path in _manifest_files(run.render_dir) if "/secret-" not in path]
+    assert len(listed) >= 20
+
+
+def test_a_full_run_prunes_only_what_an_earlier_run_wrote(runs, renders):
+    """A file the index lists and no role renders any more goes (reported); a file of the site, a Secret
+    and a path outside the directory stay, though two of them are listed; the index then lists what this
+    run rendered."""
+    base = renders["defaults"]
+    run = runs.result("restart/prune").check()
+    remaining = _manifest_files(run.render_dir)
+    assert "slurm/configmap-retired.yaml" not in remaining
+    assert {"slurm/configmap-site-own.yaml", "slurm/secret-retired.yaml"} <= set(remaining)
+    assert (run.render_dir.parent / "outside.yaml").exists()
+    assert sorted(set(remaining) - {"slurm/configmap-site-own.yaml", "slurm/secret-retired.yaml"}) \
+        == _manifest_files(base.render_dir)
+    assert (run.render_dir / PRUNE_INDEX).read_text() == (base.render_dir / PRUNE_INDEX).read_text()
+    assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=1\s", run.output), run.output[-2000:]
+
+
+def test_a_tags_run_prunes_nothing_and_keeps_the_index(runs, renders):
+    """Under --tags the batches hold a part of the cluster: nothing is pruned, the index stays."""
+    base = renders["defaults"]
+    run = runs.result("restart/tags-slurmd").check()
+    assert (run.render_dir / PRUNE_INDEX).read_text() == (base.render_dir / PRUNE_INDEX).read_text()
+    assert _manifest_files(run.render_dir) == _manifest_files(base.render_dir)

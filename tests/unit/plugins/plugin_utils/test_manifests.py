@@ -113,6 +113,52 @@ def test_batches_collected_over_a_play_are_planned_as_one_the_last_batch_decidin
     assert _manifests.plan_batches(str(tmp_path), batches) == ([], {})
 
 
+def _relative_steps(root, steps):
+    return sorted((os.path.relpath(path, str(root)), action) for path, action, _t, _m, _s in steps)
+
+
+def test_pruning_removes_only_what_the_index_lists_and_no_batch_names(tmp_path):
+    """The first run with an index records the present manifests but Secrets; a later run removes the
+    listed files that no batch names (and records the new set), never a Secret, a file it did not list,
+    or a listed path outside the layout."""
+    root = tmp_path / "render"
+    retired = dict(CONFIGMAP, metadata={"name": "retired", "namespace": "slurm"})
+    first = [{"owner": "config", "definitions": [CONFIGMAP, retired]}]
+    steps, owners = _manifests.plan_batches(str(root), first, "slurm-slurm")
+    assert _relative_steps(root, steps) == [(".hpc-slurm-k8s/slurm-slurm.list", "create"),
+                                            ("slurm/configmap-retired.yaml", "create"),
+                                            ("slurm/configmap-slurm-config.yaml", "create")]
+    assert sorted(owners.values()) == ["config", "config"]  # the index has no owner
+    _manifests.apply(steps)
+    index = root / ".hpc-slurm-k8s" / "slurm-slurm.list"
+    assert index.read_text() == "slurm/configmap-retired.yaml\nslurm/configmap-slurm-config.yaml\n"
+    assert mode(str(index)) == 0o644
+    assert _manifests.plan_batches(str(root), first, "slurm-slurm") == ([], {})
+
+    # a Secret and paths outside the layout in the index, a file of the site not in it
+    _manifests.apply(_manifests.plan(str(root), [SECRET], "present"))
+    (root / "slurm" / "configmap-site.yaml").write_text("site\n")
+    (tmp_path / "outside.yaml").write_text("outside\n")
+    index.write_text(index.read_text() + "slurm/secret-munge-key.yaml\n../outside.yaml\n/etc/passwd\n"
+                     ".hpc-slurm-k8s/slurm-slurm.list\n")
+    steps, owners = _manifests.plan_batches(str(root), [{"owner": "config", "definitions": [CONFIGMAP]}],
+                                            "slurm-slurm")
+    assert _relative_steps(root, steps) == [(".hpc-slurm-k8s/slurm-slurm.list", "update"),
+                                            ("slurm/configmap-retired.yaml", "remove")]
+    assert owners == {}
+    _manifests.apply(steps)
+    assert sorted(os.listdir(str(root / "slurm"))) == ["configmap-site.yaml", "configmap-slurm-config.yaml",
+                                                       "secret-munge-key.yaml"]
+    assert (tmp_path / "outside.yaml").exists()
+    assert index.read_text() == "slurm/configmap-slurm-config.yaml\n"
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden"])
+def test_an_index_name_is_a_plain_file_name(tmp_path, name):
+    with pytest.raises(_manifests.ManifestError, match="plain file name"):
+        _manifests.plan_batches(str(tmp_path), [], name)
+
+
 def test_an_incomplete_manifest_in_a_batch_names_its_owner(tmp_path):
     with pytest.raises(_manifests.ManifestError, match=r"manifests of slurmd: manifest 1 \(Service/\?\) has no metadata.name"):
         _manifests.plan_batches(str(tmp_path), [{"owner": "config", "definitions": [CONFIGMAP]},
