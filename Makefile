@@ -104,6 +104,9 @@ molecule: export MOLECULE_GLOB := molecule/*/molecule.yml
 molecule: export MOLECULE_CLUSTER := localkube
 molecule: export KUBECONFIG := /var/lib/hpc-localkube/admin.kubeconfig
 molecule: localkube
+	# a run that stopped (or `--destroy never`) leaves its state: the next `test` would skip `create`,
+	# where the images are loaded into the Kubernetes, which may be a new one since
+	PATH=$(KUBE_BIN):$$PATH molecule reset -s default -s existing -s upgrade
 	PATH=$(KUBE_BIN):$$PATH molecule test -s default --destroy never
 	# `existing`: the cluster KUBECONFIG names, with the images default's create step loaded
 	# (this machine's settings, as a site's own vars file: StorageClass, database image, small requests)
