@@ -21,7 +21,8 @@ _SPEC = {
         "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
         "owner": {"type": "str", "default": "?"},
     }},
-    "prune_index": {"type": "str"},
+    "index": {"type": "str"},
+    "prune": {"type": "bool", "default": False},
 }
 
 
@@ -39,14 +40,17 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("k8s_render: directory must be an absolute path (got %s)" % args["directory"])
         if args["batches"] is not None and args["definitions"]:
             raise AnsibleActionFail("k8s_render: give either definitions (with state) or batches, not both")
-        if args["prune_index"] is not None and args["batches"] is None:
-            raise AnsibleActionFail("k8s_render: prune_index needs batches (every manifest of the run)")
+        if args["index"] is not None and args["batches"] is None:
+            raise AnsibleActionFail("k8s_render: index needs batches")
+        if args["prune"] and args["index"] is None:
+            raise AnsibleActionFail("k8s_render: prune needs an index (the files an earlier run wrote)")
         owners = {}
         try:
             if args["batches"] is None:
                 steps = _manifests.plan(args["directory"], args["definitions"], args["state"])
             else:
-                steps, owners = _manifests.plan_batches(args["directory"], args["batches"], args["prune_index"])
+                steps, owners = _manifests.plan_batches(args["directory"], args["batches"], args["index"],
+                                                        args["prune"])
         except (_manifests.ManifestError, OSError) as error:
             raise AnsibleActionFail("k8s_render: %s" % error) from None
 
@@ -64,10 +68,11 @@ class ActionModule(ActionBase):
         wanted = len(args["definitions"]) if args["batches"] is None else \
             len({_manifests.manifest_path(args["directory"], definition)
                  for batch in args["batches"] for definition in batch["definitions"]})
-        # steps with no owner: files of the pruning index that no batch names, and the index itself
+        # steps with no owner: files of the index that no batch names (pruned), and the index itself
+        index = _manifests.index_path(args["directory"], args["index"]) if args["index"] is not None else None
         result.update(changed=bool(steps), created=by_action["create"], updated=by_action["update"],
                       modes_fixed=by_action["chmod"], removed=by_action["remove"],
-                      pruned=[path for path in by_action["remove"] if path not in owners],
+                      pruned=[path for path in by_action["remove"] if path not in owners and path != index],
                       unchanged=wanted - len(owners), changed_owners=sorted(set(owners.values())))
         if diffs:
             result["diff"] = diffs

@@ -67,17 +67,24 @@ options:
         description: Who added the batch (a role name), named in errors and in RV(changed_owners).
         type: str
         default: "?"
-  prune_index:
+  index:
     description:
-      - With O(batches) that hold every manifest of a run (C(site.yml) without C(--tags)), the name of a
-        pruning index, C(<directory>/.hpc-slurm-k8s/<prune_index>.list) (a hidden directory, and an extension
-        that C(kubectl apply -R) ignores).
-      - The index records the file of every present manifest of the batches. The next run with the same index
-        removes the files it lists that no batch names any more (a resource an earlier version rendered),
-        and no other file, so a file it never wrote (a site's own, or what another playbook wrote) is never
-        removed. Secrets are neither recorded nor removed.
-      - Omitted, nothing is pruned and no index is kept.
+      - With O(batches), the name of an index of the files these writes own,
+        C(<directory>/.hpc-slurm-k8s/<index>.list) (a hidden directory, and an extension that
+        C(kubectl apply -R) ignores). The roles use C(<namespace>-<instance>).
+      - The index gains the file of every present manifest of the batches and loses the file of every
+        absent one; an index left empty is removed (with its directory, when no other index is in it).
+        Secrets are never recorded.
+      - Omitted, no index is kept.
     type: str
+  prune:
+    description:
+      - With O(index), and O(batches) that hold every manifest of a run (C(site.yml) without C(--tags)),
+        also remove the files the index lists that no batch names any more (a resource an earlier version
+        rendered), and no other file, so a file it never wrote (a site's own, or a Secret) is never
+        removed. The index then lists exactly the present manifests.
+    type: bool
+    default: false
 author:
   - hpc.slurm_k8s maintainers (@hpc-slurm-k8s)
 """
@@ -122,12 +129,12 @@ modes_fixed:
   type: list
   elements: str
 removed:
-  description: Files removed (state absent, or pruned).
+  description: Files removed (state absent, pruned, or an index left empty).
   returned: always
   type: list
   elements: str
 pruned:
-  description: Files removed because the O(prune_index) listed them and no batch names them.
+  description: Files removed because the O(index) listed them, O(prune) was set and no batch names them.
   returned: always
   type: list
   elements: str

@@ -8,20 +8,21 @@ k8s_manifest_path filter names files for the roles that read it):
 
     <render_dir>/<namespace>/<kind>-<name>.yaml    namespaced resources (kind in lower case)
     <render_dir>/_cluster/<kind>-<name>.yaml       cluster-scoped resources
-    <render_dir>/.hpc-slurm-k8s/<index>.list       what site.yml wrote last (pruning, below)
+    <render_dir>/.hpc-slurm-k8s/<index>.list       the files a cluster's writes made (the index, below)
 
 A file holds one manifest as YAML with sorted keys (to_nice_yaml, indent 2), so an unchanged
 manifest is byte-identical to its file and nothing is written. Secrets are written 0600, the rest
 0644. Writes are atomic (a temporary file in the same directory, then rename), so a command that
 applies the directory never reads half a file.
 
-Pruning: site.yml's one write step records, in an index of its own (one relative path per line, in a
-hidden directory with an extension that `kubectl apply -R` ignores), the files of every manifest it
-rendered; the next full run removes the files of that index that no role renders any more (a resource
-an earlier version of the collection made), and no other file: not one this run did not own before,
-such as the slurmrestd service-token Secret that slurmrestd_token.yml writes, nor a file of the site.
-Secrets are never pruned (a lost key cannot be made again): site.yml's Secrets are written by a step that
-keeps no index.
+The index: every write of a cluster's manifests records, in an index of that cluster (one relative path
+per line, in a hidden directory with an extension that `kubectl apply -R` ignores), the files it wrote,
+and forgets the files it removed; an index left empty is removed (a teardown that deleted every file
+leaves nothing behind). Pruning: site.yml's one write step of a full run also removes the files of the
+index that no role renders any more (a resource an earlier version of the collection made), and no
+other file: not one the index does not list, such as the slurmrestd service-token Secret that
+slurmrestd_token.yml writes, nor a file of the site. Secrets are never listed, so never pruned (a lost
+key cannot be made again).
 """
 
 from __future__ import annotations
@@ -136,16 +137,17 @@ def index_path(render_dir, index):
     return os.path.join(render_dir, INDEX_DIR, index + ".list")
 
 
-def plan_batches(render_dir, batches, prune_index=None):
+def plan_batches(render_dir, batches, index=None, prune=False):
     """plan() for batches collected over a play (each a dict: definitions, state, owner), in their
     order: where batches name the same file, the last one decides its state and content (a role that
     writes a resource and a later one that removes it end with no file). Returns (steps, owners):
     owners maps each step's path to the owner of the batch that decided it. An incomplete manifest
     raises ManifestError naming its owner.
 
-    With prune_index, also removes the files of that index that no batch names (they were written by
-    an earlier run and no role renders them any more; Secrets excepted), and records the files of the
-    present manifests in the index (a step of its own when it changes, with no owner)."""
+    With `index` (a name, index_path()), also keeps that index (a step of its own when it changes, with
+    no owner): it gains the files of the present manifests (Secrets excepted) and loses those of the
+    absent ones. With `prune` (the batches hold every manifest of the run), the files the index lists
+    and no batch names are removed too, and the index then lists exactly the present manifests."""
     final = {}
     for batch in batches:
         owner = batch.get("owner") or "?"
@@ -157,17 +159,17 @@ def plan_batches(render_dir, batches, prune_index=None):
             final[path] = (definition, batch.get("state") or "present", owner)
     steps = _plan(render_dir, [(definition, state) for definition, state, _owner in final.values()])
     owners = {path: final[path][2] for path, *_rest in steps}
-    if prune_index is not None:
-        steps += _prune(render_dir, index_path(render_dir, prune_index), final)
+    if index is not None:
+        steps += _index_steps(render_dir, index_path(render_dir, index), final, prune)
     return steps, owners
 
 
-def _prune(render_dir, index, final):
-    """The steps that remove what `index` lists and `final` (path -> (definition, state, owner)) does not
-    name, and that record the present manifests' files in `index`."""
-    owned = (read_text(index) or "").splitlines()
+def _index_steps(render_dir, index, final, prune):
+    """The steps that keep `index` (see plan_batches) for `final` (path -> (definition, state, owner)):
+    with `prune`, first the removal of what it lists and `final` does not name."""
+    listed = (read_text(index) or "").splitlines()
     steps = []
-    for relative in owned:
+    for relative in listed if prune else ():
         # only a manifest file of the layout (<namespace or _cluster>/<kind>-<name>.yaml), never a Secret
         parts = relative.split("/")
         if len(parts) != 2 or any(part.startswith(".") for part in parts) or not parts[1].endswith(".yaml") \
@@ -177,11 +179,17 @@ def _prune(render_dir, index, final):
         if path in final or not os.path.isfile(path):
             continue
         steps.append((path, "remove", None, None, False))
-    present = sorted(os.path.relpath(path, render_dir) for path, (definition, state, _owner) in final.items()
-                     if state == "present" and definition.get("kind") != "Secret")
-    text = "".join(line + "\n" for line in present)
+    present, absent = set(), set()
+    for path, (definition, state, _owner) in final.items():
+        if definition.get("kind") != "Secret":
+            (present if state == "present" else absent).add(os.path.relpath(path, render_dir))
+    kept = present if prune else (set(listed) - absent) | present
+    text = "".join(line + "\n" for line in sorted(kept))
     current = read_text(index)
-    if current != text:
+    if not kept:
+        if current is not None:
+            steps.append((index, "remove", None, None, False))
+    elif current != text:
         steps.append((index, "create" if current is None else "update", text, FILE_MODE, False))
     return steps
 
@@ -228,7 +236,16 @@ def apply(steps):
     for path, action, text, mode, _secret in steps:
         if action == "remove":
             os.unlink(path)
+            if os.path.basename(os.path.dirname(path)) == INDEX_DIR:
+                _remove_if_empty(os.path.dirname(path))
         elif action == "chmod":
             os.chmod(path, mode)
         else:
             _write(path, text, mode)
+
+
+def _remove_if_empty(folder):
+    try:
+        os.rmdir(folder)
+    except OSError:  # another cluster's index is still there
+        pass

@@ -4,7 +4,8 @@ Starts from the renders of the value sets (defaults; external-db-nfs-nodeport fo
 PersistentVolume under _cluster/; powersave-two-groups for the RBAC of power saving), adds manifests the collection did not create (no labels, and the
 labels of another cluster), then: refused without a readable job queue (no render command: nothing
 can reach slurmctld), forced teardown keeping the data, a second run changing nothing, and
-teardown_delete_volumes deleting the rest. The output never shows a secret value.
+teardown_delete_volumes deleting the rest. The output never shows a secret value. site.yml's index of
+the files it wrote follows: it lists what the teardown kept, and goes with the last file.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def test_teardown_removes_only_what_the_collection_created(renders, tmp_path, va
         assert any("/role-slurm-power" in f for f in before), before
     for needle in secret_values(source):
         assert needle not in proc.stdout + proc.stderr, "a secret value was printed"
+    # the index of site.yml's writes forgets what was deleted and lists what is kept (Secrets never)
+    (index,) = (render_dir / ".hpc-slurm-k8s").glob("*.list")
+    assert index.read_text().splitlines() == [f for f in data if "/secret-" not in f]
 
     proc, changed = teardown(render_dir, variables, "-e", "teardown_force=true")
     assert proc.returncode == 0 and changed == 0 and "nothing left to delete" in proc.stdout, proc.stdout[-3000:]
@@ -91,3 +95,4 @@ def test_teardown_removes_only_what_the_collection_created(renders, tmp_path, va
     proc, changed = teardown(render_dir, variables, "-e", "teardown_force=true", "-e", "teardown_delete_volumes=true")
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert listing(render_dir) == foreign
+    assert not (render_dir / ".hpc-slurm-k8s").exists(), "the index of a cluster with no file left stays"

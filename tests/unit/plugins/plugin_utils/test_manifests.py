@@ -124,7 +124,7 @@ def test_pruning_removes_only_what_the_index_lists_and_no_batch_names(tmp_path):
     root = tmp_path / "render"
     retired = dict(CONFIGMAP, metadata={"name": "retired", "namespace": "slurm"})
     first = [{"owner": "config", "definitions": [CONFIGMAP, retired]}]
-    steps, owners = _manifests.plan_batches(str(root), first, "slurm-slurm")
+    steps, owners = _manifests.plan_batches(str(root), first, "slurm-slurm", prune=True)
     assert _relative_steps(root, steps) == [(".hpc-slurm-k8s/slurm-slurm.list", "create"),
                                             ("slurm/configmap-retired.yaml", "create"),
                                             ("slurm/configmap-slurm-config.yaml", "create")]
@@ -133,7 +133,7 @@ def test_pruning_removes_only_what_the_index_lists_and_no_batch_names(tmp_path):
     index = root / ".hpc-slurm-k8s" / "slurm-slurm.list"
     assert index.read_text() == "slurm/configmap-retired.yaml\nslurm/configmap-slurm-config.yaml\n"
     assert mode(str(index)) == 0o644
-    assert _manifests.plan_batches(str(root), first, "slurm-slurm") == ([], {})
+    assert _manifests.plan_batches(str(root), first, "slurm-slurm", prune=True) == ([], {})
 
     # a Secret and paths outside the layout in the index, a file of the site not in it
     _manifests.apply(_manifests.plan(str(root), [SECRET], "present"))
@@ -142,7 +142,7 @@ def test_pruning_removes_only_what_the_index_lists_and_no_batch_names(tmp_path):
     index.write_text(index.read_text() + "slurm/secret-munge-key.yaml\n../outside.yaml\n/etc/passwd\n"
                      ".hpc-slurm-k8s/slurm-slurm.list\n")
     steps, owners = _manifests.plan_batches(str(root), [{"owner": "config", "definitions": [CONFIGMAP]}],
-                                            "slurm-slurm")
+                                            "slurm-slurm", prune=True)
     assert _relative_steps(root, steps) == [(".hpc-slurm-k8s/slurm-slurm.list", "update"),
                                             ("slurm/configmap-retired.yaml", "remove")]
     assert owners == {}
@@ -151,6 +151,49 @@ def test_pruning_removes_only_what_the_index_lists_and_no_batch_names(tmp_path):
                                                        "secret-munge-key.yaml"]
     assert (tmp_path / "outside.yaml").exists()
     assert index.read_text() == "slurm/configmap-slurm-config.yaml\n"
+
+
+def test_the_index_follows_writes_and_removals_and_goes_when_empty(tmp_path):
+    """Without pruning (a day-2 playbook, a --tags run, teardown), the index gains what a write makes and
+    loses what it removes, and removes nothing else; a write that removes every listed file (a teardown
+    with its volumes) removes the index and its directory, unless another cluster's index is in it."""
+    root = tmp_path / "render"
+    retired = dict(CONFIGMAP, metadata={"name": "retired", "namespace": "slurm"})
+    _manifests.apply(_manifests.plan_batches(str(root), [{"definitions": [CONFIGMAP, retired, SECRET]}],
+                                             "slurm-slurm")[0])
+    index = root / ".hpc-slurm-k8s" / "slurm-slurm.list"
+    assert index.read_text() == "slurm/configmap-retired.yaml\nslurm/configmap-slurm-config.yaml\n"
+    (root / ".hpc-slurm-k8s" / "other-x.list").write_text("other/configmap-x.yaml\n")
+
+    # a write of one manifest prunes nothing and keeps the other listed file
+    steps, _owners = _manifests.plan_batches(str(root), [{"definitions": [CONFIGMAP]}], "slurm-slurm")
+    assert steps == []
+    # a removal forgets that file only
+    steps, _owners = _manifests.plan_batches(str(root), [{"state": "absent", "definitions": [retired]}],
+                                             "slurm-slurm")
+    assert _relative_steps(root, steps) == [(".hpc-slurm-k8s/slurm-slurm.list", "update"),
+                                            ("slurm/configmap-retired.yaml", "remove")]
+    _manifests.apply(steps)
+    assert index.read_text() == "slurm/configmap-slurm-config.yaml\n"
+
+    # removing the last listed file (and a Secret, never listed) removes the index; the other stays
+    steps, owners = _manifests.plan_batches(str(root), [{"state": "absent", "definitions": [CONFIGMAP, SECRET]}],
+                                            "slurm-slurm")
+    assert _relative_steps(root, steps) == [(".hpc-slurm-k8s/slurm-slurm.list", "remove"),
+                                            ("slurm/configmap-slurm-config.yaml", "remove"),
+                                            ("slurm/secret-munge-key.yaml", "remove")]
+    assert str(index) not in owners
+    _manifests.apply(steps)
+    assert os.listdir(str(root / ".hpc-slurm-k8s")) == ["other-x.list"]
+    assert _manifests.plan_batches(str(root), [{"state": "absent", "definitions": [CONFIGMAP]}],
+                                   "slurm-slurm") == ([], {})
+
+    # the last index of the directory goes with it
+    (root / ".hpc-slurm-k8s" / "other-x.list").unlink()
+    _manifests.apply(_manifests.plan_batches(str(root), [{"definitions": [CONFIGMAP]}], "slurm-slurm")[0])
+    _manifests.apply(_manifests.plan_batches(str(root), [{"state": "absent", "definitions": [CONFIGMAP]}],
+                                             "slurm-slurm")[0])
+    assert sorted(os.listdir(str(root))) == ["slurm"]
 
 
 @pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden"])
