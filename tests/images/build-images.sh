@@ -4,7 +4,9 @@
 #   hpc-slurm-k8s/slurm-daemon:TAG  images/slurm, target daemon (slurmctld, slurmdbd)
 #   hpc-slurm-k8s/mariadb-test:TAG  tests/images/mariadb (stand-in for the official image)
 # TAG defaults to galaxy.yml's version (else "dev"). Safe to re-run: layers come from the cache.
-# Environment: IMAGE_PREFIX (hpc-slurm-k8s), BUILD_ARGS (extra `docker build` arguments).
+# Environment: IMAGE_PREFIX (hpc-slurm-k8s), BUILD_ARGS (extra `docker build` arguments), SLURM_MAJOR
+# (24.11; a line of images/slurm/slurm-majors: its Debian suite is the base, and the newest version of that
+# major in the suite is installed and recorded in the images' labels; any other major fails the build).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -26,7 +28,28 @@ exec 9>/run/lock/hpc-slurm-k8s-build-images.lock
 flock 9
 # (fd 9 closed: a dockerd started here would inherit the lock and hold it for as long as it runs)
 "$HERE/start-docker.sh" 9>&-
-"$HERE/make-base-image.sh"
+
+SLURM_MAJOR=${SLURM_MAJOR:-24.11}
+SUITE=$(awk -v major="$SLURM_MAJOR" '$1 == major { print $2 }' "$ROOT/images/slurm/slurm-majors")
+if [[ -z $SUITE ]]; then
+  log "SLURM_MAJOR=$SLURM_MAJOR is not one of images/slurm/slurm-majors: $(awk '!/^#/ { printf "%s ", $1 }' "$ROOT/images/slurm/slurm-majors")"
+  exit 2
+fi
+BASE_IMAGE=debian:$SUITE-slim
+BASE_IMAGE=$BASE_IMAGE SUITE=$SUITE "$HERE/make-base-image.sh"
+"$HERE/make-base-image.sh"  # debian:trixie-slim, the test database's base (nothing to do when it exists)
+# the exact version, from the suite's own index as the image sees it (its -updates and -security too)
+if ! versions=$("$DOCKER" run --rm --network host "$BASE_IMAGE" \
+                sh -c 'apt-get update -qq >/dev/null && apt-cache madison slurm-client'); then
+  log "could not read the package index of Debian $SUITE (from $BASE_IMAGE)"
+  exit 1
+fi
+SLURM_VERSION=$(awk -v prefix="$SLURM_MAJOR." 'index($3, prefix) == 1 { print $3 }' <<<"$versions" | sort -V | tail -n 1)
+if [[ -z $SLURM_VERSION ]]; then
+  log "Debian $SUITE carries no slurm-client $SLURM_MAJOR.* (it has: $(awk '{ printf "%s ", $3 }' <<<"$versions"))"
+  exit 1
+fi
+log "Slurm $SLURM_VERSION from Debian $SUITE"
 
 export DOCKER_BUILDKIT=1
 # shellcheck disable=SC2206
@@ -47,10 +70,11 @@ LOGDIR=${BUILD_LOG_DIR:-$(mktemp -d /tmp/build-images.XXXXXX)}
 mkdir -p "$LOGDIR"
 
 start=$SECONDS
-build "$PREFIX/slurm:$TAG" "$ROOT/images/slurm" --target node
-build "$PREFIX/slurm-daemon:$TAG" "$ROOT/images/slurm" --target daemon
+slurm_args=(--build-arg SLURM_MAJOR="$SLURM_MAJOR" --build-arg SUITE="$SUITE" --build-arg SLURM_VERSION="$SLURM_VERSION")
+build "$PREFIX/slurm:$TAG" "$ROOT/images/slurm" --target node "${slurm_args[@]}"
+build "$PREFIX/slurm-daemon:$TAG" "$ROOT/images/slurm" --target daemon "${slurm_args[@]}"
 build "$PREFIX/mariadb-test:$TAG" "$ROOT/tests/images/mariadb"
 log "all images built in $((SECONDS - start)) s (logs in $LOGDIR)"
 
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' |
-  grep -E "^($PREFIX/(slurm|slurm-daemon|mariadb-test):$TAG|debian:trixie-slim)[[:space:]]" | sort
+  grep -E "^($PREFIX/(slurm|slurm-daemon|mariadb-test):$TAG|$BASE_IMAGE)[[:space:]]" | sort

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Build an offline stand-in for the official `debian:trixie-slim` image (no registry is reachable
-# from the test machines): debootstrap a minbase trixie from the host's Debian mirror, slim it the
-# way the official slim variant is slimmed (no docs/man/locales, no apt caches or lists, the same
-# apt/dpkg snippets), and `docker import` it as debian:trixie-slim.
+# Build an offline stand-in for the official `debian:<suite>-slim` image (no registry is reachable
+# from the test machines): debootstrap a minbase suite (trixie by default) from the host's Debian
+# mirror, slim it the way the official slim variant is slimmed (no docs/man/locales, no apt caches or
+# lists, the same apt/dpkg snippets), and `docker import` it as debian:<suite>-slim.
 #
 # Idempotent: exits 0 at once if the image exists. Environment:
 #   DEBIAN_MIRROR   mirror URI (default: the host's apt sources, else http://deb.debian.org/debian)
 #   BASE_IMAGE      tag to create (default debian:trixie-slim)
-#   SUITE           Debian suite (default trixie)
+#   SUITE           Debian suite (default trixie; a suite newer than the host's debootstrap knows, such as
+#                   forky on Debian 12, is made with the script of sid, as debootstrap does for testing)
 set -euo pipefail
 
 DOCKER=/usr/bin/docker
@@ -47,14 +48,16 @@ if ! command -v debootstrap >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 fi
 
-WORK=$(mktemp -d /var/tmp/trixie-rootfs.XXXXXX)
+WORK=$(mktemp -d "/var/tmp/$SUITE-rootfs.XXXXXX")
 cleanup() { rm -rf --one-file-system "$WORK"; }
 trap cleanup EXIT
 ROOT=$WORK/rootfs
 
 log "debootstrap --variant=minbase $SUITE from $MIRROR (takes a minute or two)"
 start=$(date +%s)
-if ! debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1; then
+script=()
+[[ -e /usr/share/debootstrap/scripts/$SUITE ]] || script=(/usr/share/debootstrap/scripts/sid)
+if ! debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" "${script[@]}" >"$WORK/debootstrap.log" 2>&1; then
   log "debootstrap failed; last lines of its log:"
   tail -n 30 "$WORK/debootstrap.log" >&2
   [[ -f $ROOT/debootstrap/debootstrap.log ]] && tail -n 30 "$ROOT/debootstrap/debootstrap.log" >&2
@@ -86,6 +89,9 @@ Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 EOF
 echo 'Acquire::Languages "none";' >"$ROOT/etc/apt/apt.conf.d/docker-no-languages"
+# not in the official image: the test machines' mirror is a frozen copy of Debian's, on which the Release
+# files of suites that carry a Valid-Until date (testing, such as forky, and the security suites) expire
+echo 'Acquire::Check-Valid-Until "false";' >"$ROOT/etc/apt/apt.conf.d/hpc-slurm-k8s-frozen-mirror"
 echo 'Acquire::GzipIndexes "true";' >"$ROOT/etc/apt/apt.conf.d/docker-gzip-indexes"
 echo 'Apt::AutoRemove::SuggestsImportant "false";' >"$ROOT/etc/apt/apt.conf.d/docker-autoremove-suggests"
 mkdir -p "$ROOT/etc/dpkg/dpkg.cfg.d"

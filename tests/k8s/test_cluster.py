@@ -22,6 +22,7 @@ import time
 import pytest
 
 from tests.k8s.cluster import SlurmOnKube
+from tests.support.kube import images_of
 from tests.support.proc import ROOT, collection_version, run, wait_for
 
 NAME = "e2e"
@@ -67,6 +68,27 @@ def test_every_pod_ready_and_nodes_idle(cluster):
     assert names == sorted(PODS + ("login", "slurmrestd")), names
     assert all(cluster.kube.is_ready(pod) for pod in pods.values()), {n: p["status"]["phase"] for n, p in pods.items()}
     cluster.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 90)
+
+
+def test_the_images_record_the_slurm_they_run(cluster):
+    """The labels of both images name the exact Debian version of Slurm that build-images.sh resolved, the
+    daemons in the pods are that version, and the apt pin that keeps derived images on it is in place."""
+    major = os.environ.get("SLURM_MAJOR", "24.11")   # as tests/images/build-images.sh
+    suites = dict(line.split() for line in (ROOT / "images" / "slurm" / "slurm-majors").read_text().splitlines()
+                  if line.strip() and not line.startswith("#"))
+    versions = {}
+    for image in images_of(cluster.tag)[:2]:
+        labels = json.loads(run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image]).stdout)
+        versions[image] = labels["io.github.hpc-slurm-k8s.slurm.version"]
+        assert labels["io.github.hpc-slurm-k8s.slurm.major"] == major, labels
+        assert labels["io.github.hpc-slurm-k8s.debian.suite"] == suites[major], labels
+        assert versions[image].startswith(major + "."), labels
+    (version,) = set(versions.values())
+    upstream = version.split("-", 1)[0]   # 24.11.5-4+deb13u1 -> 24.11.5
+    for pod, daemon in (("slurmctld-0", "slurmctld"), ("slurmd-0", "slurmd")):
+        out = cluster.kube.exec(cluster.namespace, pod, "sh", "-c",
+                                "%s -V; cat /etc/apt/preferences.d/hpc-slurm-k8s-slurm" % daemon, container=daemon).stdout
+        assert "slurm-wlm %s\n" % upstream in out and "Pin: version %s\n" % version in out, out
 
 
 def test_second_run_changes_nothing_and_writes_nothing(cluster):
