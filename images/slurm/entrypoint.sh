@@ -200,6 +200,13 @@ setup_slurmctld() {
   chmod 0750 "$STATE_DIR"
 }
 
+# auth/slurm's SACK socket of slurmd (/run/slurm/sack.socket, for the job steps on this node): slurmd runs
+# as root, and 26.05's refuses to start when that directory exists and is owned by another user (24.11's did not)
+# (the image makes it for sackd and the commands, owned by SlurmUser)
+setup_slurmd() {
+  install -d -o root -g root -m 0755 /run/slurm
+}
+
 setup_login() {
   local k n=0
   [[ -d $SSH_DIR ]] || die "missing mount $SSH_DIR/ (Secret with ssh_host_*_key) needed by role login"
@@ -261,6 +268,7 @@ esac
 case $ROLE in
   slurmdbd)  setup_slurmdbd ;;
   slurmctld) setup_slurmctld ;;
+  slurmd)    setup_slurmd ;;
   login)     setup_login; start_sackd ;;
 esac
 

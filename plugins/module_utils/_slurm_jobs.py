@@ -14,7 +14,7 @@ import time
 from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_hostlist import expand
 from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_runner import SlurmError, SlurmTimeoutError
 
-# Job states as squeue's %T prints them (lower-cased here), Slurm 22.05 through 25.x.
+# Job states as squeue's %T prints them (lower-cased here), Slurm 22.05 through 26.05.
 JOB_STATES = (
     "boot_fail", "cancelled", "completed", "completing", "configuring", "deadline", "failed",
     "launch_failed", "node_fail", "out_of_memory", "pending", "power_up_node", "preempted",

@@ -5,8 +5,9 @@
 """Read Slurm nodes and plan state changes (drain, undrain/resume, down, power down) for hpc.slurm_k8s.
 
 Private to hpc.slurm_k8s. Parsing reads `scontrol show node --oneliner`, the one node format that
-Slurm 22.05 through 25.x all print (22.05 has no `scontrol --json`; `sinfo --json` changes shape
-between releases).
+Slurm 22.05 through 26.05 all print (22.05 has no `scontrol --json`; `sinfo --json` changes shape
+between releases). Checked against each: T2 runs the modules on 22.05, T3 on 24.11 and 26.05, and the unit
+cases hold 24.11's and 26.05's real output.
 """
 
 from __future__ import absolute_import, division, print_function

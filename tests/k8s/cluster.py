@@ -77,6 +77,18 @@ class SlurmOnKube:
         return self.kube.exec(self.namespace, "slurmctld-0", *command, container="slurmctld", check=check,
                               timeout=timeout)
 
+    def run_modules(self, slurm_major):
+        """The node and queue modules in the slurmctld pod through a kubernetes.core.kubectl connection
+        (tests/k8s/playbooks/modules_in_the_slurmctld_pod.yml), the nodes on `slurm_major`; they end idle."""
+        inventory = self.workdir / "slurmctld.ini"
+        inventory.write_text(
+            "slurmctld ansible_connection=kubernetes.core.kubectl ansible_kubectl_namespace=%s "
+            "ansible_kubectl_pod=slurmctld-0 ansible_kubectl_container=slurmctld ansible_kubectl_kubeconfig=%s "
+            "ansible_python_interpreter=/usr/bin/python3\n" % (self.namespace, self.kube.kubeconfig))
+        run(["ansible-playbook", "-i", inventory, "-e", "slurm_major=%s" % slurm_major,
+             ROOT / "tests" / "k8s" / "playbooks" / "modules_in_the_slurmctld_pod.yml"], timeout=300, env=self.kube.env)
+        self.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 30)
+
     def ssh(self, command, timeout=180, check=True, user="alice", key=None):
         return run(["ssh", "-i", key or self.key, "-p", self.login_port, *SSH_OPTIONS, "%s@127.0.0.1" % user,
                     command], timeout=timeout, check=check)

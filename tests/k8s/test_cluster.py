@@ -17,6 +17,7 @@ import base64
 import json
 import os
 import re
+import shlex
 import time
 
 import pytest
@@ -121,13 +122,29 @@ def test_user_jobs_over_ssh_and_accounting(cluster):
              "job %s COMPLETED in sacct" % job)
 
 
-def test_mpi_with_pmix_across_two_pods(cluster):
-    out = cluster.ssh("srun --mpi=pmix -N2 -n4 --overcommit python3 -c "
-                      "'from mpi4py import MPI; c = MPI.COMM_WORLD; print(c.Get_rank(), c.Get_size(), MPI.Get_processor_name())'",
-                      timeout=240).stdout
+MPI_HELLO = ("python3 -c 'from mpi4py import MPI; c = MPI.COMM_WORLD; "
+             "print(c.Get_rank(), c.Get_size(), MPI.Get_processor_name())'")
+
+
+def assert_four_ranks_on_both_pods(out):
     ranks = sorted(line.split() for line in out.splitlines() if line.strip())
-    assert [r[0] for r in ranks] == ["0", "1", "2", "3"] and all(r[1] == "4" for r in ranks)
-    assert {r[2] for r in ranks} == {"slurmd-0", "slurmd-1"}
+    assert [r[0] for r in ranks] == ["0", "1", "2", "3"] and all(r[1] == "4" for r in ranks), out
+    assert {r[2] for r in ranks} == {"slurmd-0", "slurmd-1"}, out
+
+
+def test_mpi_across_two_pods(cluster):
+    """Four MPI ranks over both worker pods, as alice: with mpirun in a batch job on every Slurm major (Open
+    MPI's launcher starts its daemons through srun), and with srun --mpi=pmix where the image's Slurm has
+    the PMIx plugin. Debian's 24.11 has it; Debian's 26.05 has not (Debian removed it: bug #1149781), which
+    this asserts, so that the day it comes back the test says so."""
+    major = os.environ.get("SLURM_MAJOR", "24.11")   # as tests/images/build-images.sh
+    plugins = cluster.ssh("srun --mpi=list").stdout.split()
+    assert ("pmix" in plugins) == (major == "24.11"), (major, plugins)
+    if "pmix" in plugins:
+        assert_four_ranks_on_both_pods(cluster.ssh("srun --mpi=pmix -N2 -n4 --overcommit " + MPI_HELLO, timeout=240).stdout)
+    job = cluster.ssh("sbatch --parsable --wait -N2 -n4 --overcommit -o mpirun-%%j.out --wrap %s"
+                      % shlex.quote("mpirun " + MPI_HELLO), timeout=240).stdout.strip()
+    assert_four_ranks_on_both_pods(cluster.ssh("cat mpirun-%s.out" % job).stdout)
 
 
 def test_network_policies_are_enforced(cluster):
@@ -217,14 +234,7 @@ def test_a_recreated_slurmctld_pod_keeps_pending_jobs_and_node_state(cluster):
 
 
 def test_modules_through_the_kubectl_connection(cluster):
-    inventory = cluster.workdir / "slurmctld.ini"
-    inventory.write_text(
-        "slurmctld ansible_connection=kubernetes.core.kubectl ansible_kubectl_namespace=%s "
-        "ansible_kubectl_pod=slurmctld-0 ansible_kubectl_container=slurmctld ansible_kubectl_kubeconfig=%s "
-        "ansible_python_interpreter=/usr/bin/python3\n" % (cluster.namespace, cluster.kube.kubeconfig))
-    run(["ansible-playbook", "-i", inventory, ROOT / "tests" / "k8s" / "playbooks" / "modules_on_slurm_24_11.yml"],
-        timeout=300, env=cluster.kube.env)
-    cluster.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 30)
+    cluster.run_modules(os.environ.get("SLURM_MAJOR", "24.11"))   # as tests/images/build-images.sh
 
 
 def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
@@ -263,14 +273,17 @@ def test_other_config_files_alone_reconfigure_without_restart(cluster):
         assert changed > 0 and "cgroup.conf, mpi.conf changed (" in proc.stdout, proc.stdout[-3000:]
         assert "RUNNING HANDLER [hpc.slurm_k8s.config : Reconfigure Slurm]" in proc.stdout
         shown = cluster.ctld("scontrol", "show", "config").stdout
-        assert re.search(r"^PMIxDebug\s*=\s*1$", shown, re.M), shown[-1500:]
+        # mpi.conf's values are shown with the mpi/pmix plugin only: Debian's 26.05 has none
+        if "pmix" in cluster.ssh("srun --mpi=list").stdout.split():
+            assert re.search(r"^PMIxDebug\s*=\s*1$", shown, re.M), shown[-1500:]
         assert cluster.job_state(job) == "RUNNING"
         assert cluster.kube.pod_identity(cluster.namespace) == before, "a configuration change replaced or restarted a pod"
     finally:
         cluster.save(config_cgroup_conf={}, config_extra_files={})
         cluster.ctld("scancel", job, check=False)
     cluster.site()
-    assert re.search(r"^PMIxDebug\s*=\s*0$", cluster.ctld("scontrol", "show", "config").stdout, re.M)
+    if "pmix" in cluster.ssh("srun --mpi=list").stdout.split():
+        assert re.search(r"^PMIxDebug\s*=\s*0$", cluster.ctld("scontrol", "show", "config").stdout, re.M)
 
 
 def test_users_and_keys_change_without_restarting_a_pod_or_a_job(cluster):
