@@ -7,14 +7,16 @@ keeps its id and runs after (the printed maintenance window from the job's time 
 any restart; a munge key rotation
 refused by site.yml, then an admin-drained node and an upgrade interrupted after its pre phase, finished
 by an image upgrade that also rotates the munge key (every pod replaced) while a job stays queued;
-site.yml back to the old images while a job runs on each worker (the slurmd rollout: one pod at a
+site.yml back to 24.11 refused (a downgrade), then with another build of 26.05 while a job runs on each worker (the slurmd rollout: one pod at a
 time, each after its job); a rolling upgrade (upgrade_mode=rolling) to the new images under a running
 job; upgrade.yml and scale.yml with the slurmctld pod gone; the dump restores; scale down refused / waiting / without ghost node; teardown
 refused while a job runs, keeping the volumes, idempotent, then with teardown_delete_volumes removing
 the claims of the volumeClaimTemplates too. Every Slurm-side step of the playbooks runs in the pods
 through the kubernetes.core.kubectl connection.
-The images get tags of their own (day2-old, day2-new: the same build with another version label,
-so another image id).
+The images get tags of their own: day2-old is Slurm 24.11, day2-new and day2-newer Slurm 26.05 (two builds of
+it with another version label, so another image id): the image upgrade crosses three major releases as
+SchedMD's rule allows, slurmdbd converting the accounting database and slurmctld reading 24.11's state; a
+way back to 24.11 (a downgrade) is refused before anything changes.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from tests.k8s.cluster import SlurmOnKube
 from tests.support.proc import wait_for
 
 NAME = "day2"
-OLD, NEW = "day2-old", "day2-new"
+OLD, NEW, NEWER = "day2-old", "day2-new", "day2-newer"
+# the previous and the newest major the images build (images/slurm/slurm-majors)
+OLD_MAJOR, NEW_MAJOR = "24.11", "26.05"
 WINDOW = re.compile(r"maintenance window ([0-9.]+) s")
 RELEASE = "/tmp/day2-release"
 SCALE_RELEASE = "/tmp/day2-release-scale"
@@ -48,10 +52,10 @@ def cluster(kube, tmp_path_factory):
                              config_accounts=[{"name": "projx", "qos": ["normal", "short"], "default_qos": "normal"}])
     deployment.backup_dir = workdir / "backups"
     started = time.monotonic()
-    for tag in (OLD, NEW):
-        kube.build_and_load_images(tag)
+    for tag, major in ((OLD, OLD_MAJOR), (NEW, NEW_MAJOR), (NEWER, NEW_MAJOR)):
+        kube.build_and_load_images(tag, slurm_major=major)
     for name in ("slurm", "slurm-daemon"):
-        assert kube.image_id("hpc-slurm-k8s/%s:%s" % (name, NEW)) != kube.image_id("hpc-slurm-k8s/%s:%s" % (name, OLD))
+        assert len({kube.image_id("hpc-slurm-k8s/%s:%s" % (name, tag)) for tag in (OLD, NEW, NEWER)}) == 3
     deployment.timings["images_s"] = time.monotonic() - started
     kube.delete_namespace(deployment.namespace)
     _proc, changed, seconds = deployment.site()
@@ -147,6 +151,12 @@ def munge_secret(cluster):
     return cluster.kube.get("secret", "munge-key", cluster.namespace)
 
 
+def sacct_history(cluster):
+    """job id -> state of every job slurmdbd holds for the cluster (allocations only)."""
+    out = cluster.ctld("sacct", "-n", "-X", "-a", "-P", "-S", "2020-01-01", "-o", "JobID,State").stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if line.strip())
+
+
 def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id(cluster):
     """With a munge key rotation and new images: site.yml, and an upgrade apply phase that no pre phase
     came before, refuse the rotation before any change; the upgrade's pre phase drains, is interrupted; the re-run rotates the key and replaces every pod; an
@@ -180,10 +190,26 @@ def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id
     accounting = cluster.associations("account,user,parentname,qos,defaultqos")
     assert {"projx||root|normal,short|normal", "legacy|alice||normal|", "users|alice||normal|"} <= accounting, accounting
     before = cluster.kube.pod_identity(cluster.namespace)
-    # interrupted here; the re-run (now with new images) converges
+    history = sacct_history(cluster)
+    assert cluster.running_job in history and queued in history
+    # interrupted here; the re-run (now with the images of the newest major) converges
     proc, _changed, seconds = cluster.playbook("upgrade", "-e", "cluster_image_tag=%s" % NEW)
     cluster.timings["upgrade_image_s"] = seconds
     cluster.timings["window_image_after_interruption_s"] = float(WINDOW.search(proc.stdout).group(1))
+    # the images' own versions were compared before the drain went on; slurmdbd converted the database
+    # (waited for: sacctmgr answered after it), slurmctld read 24.11's state, every node reports 26.05
+    assert re.search(r"Slurm %s\.[0-9]+ to %s\.[0-9]+ is 3 major release\(s\) up" % (OLD_MAJOR, NEW_MAJOR), proc.stdout), \
+        proc.stdout[-3000:]
+    converted = re.search(r"slurmdbd converted the accounting database to its schema in ([0-9.]+) s", proc.stdout)
+    assert converted, proc.stdout[-3000:]
+    cluster.timings["slurmdbd_conversion_s"] = float(converted.group(1))
+    dbd_log = cluster.kube.kubectl("logs", "-n", cluster.namespace, "slurmdbd-0").stdout
+    assert re.search(r"(adding|dropping) column .*%s_job_table" % NAME, dbd_log), dbd_log[-3000:]
+    assert re.search(r"2 node\(s\) back with Slurm %s\.[0-9]+" % NEW_MAJOR, proc.stdout), proc.stdout[-3000:]
+    assert "Recovered JobId=%s" % queued in cluster.kube.kubectl("logs", "-n", cluster.namespace, "slurmctld-0").stdout
+    dumps = sorted(cluster.backup_dir.glob("*.sql.gz"))
+    assert dumps, "no dump before slurmdbd's new major"
+    cluster.timings["dump_bytes"] = dumps[-1].stat().st_size
     after = cluster.kube.pod_identity(cluster.namespace)
     for pod, image in images(cluster).items():
         if pod == "mariadb-0":
@@ -200,6 +226,10 @@ def test_interrupted_upgrade_converges_admin_drain_stays_queued_job_keeps_its_id
     assert base64.b64decode(rotated["data"]["munge.key"]).decode() not in proc.stdout
     wait_for(lambda: cluster.accounted_state(queued) == ["COMPLETED"], 30, "queued job %s completed" % queued)
     assert cluster.associations("account,user,parentname,qos,defaultqos") == accounting, "accounting changed"
+    # every job of the accounting history from before, with its id (the queued one has its end now)
+    after = sacct_history(cluster)
+    assert set(history) <= set(after) and all(after[job] == state for job, state in history.items() if job != queued), \
+        (history, after)
     cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=resume")
     wait_for(lambda: set(s for s, _r in cluster.nodes().values()) == {"idle"}, 30, "both nodes idle")
 
@@ -210,7 +240,8 @@ def _when(timestamp):
 
 
 def test_site_with_other_images_replaces_each_worker_after_its_jobs(cluster):
-    """site.yml with other images (back to the old ones the vars file names), while a job runs on each worker: slurmdbd, slurmctld and login restart
+    """site.yml back to the 24.11 images is refused before anything changes (a downgrade); site.yml with another
+    build of the new major, while a job runs on each worker: slurmdbd, slurmctld and login restart
     (running jobs go on: slurmctld's state survives); each slurmd pod is deleted by the collection (the
     StatefulSet is OnDelete), only once its node is drained and its job has ended, one pod at a time; an
     admin's drain stays; a held job keeps its id and runs afterwards."""
@@ -229,8 +260,23 @@ def test_site_with_other_images_replaces_each_worker_after_its_jobs(cluster):
         for node, path in release.items():
             cluster.kube.exec(cluster.namespace, node, "touch", path, container="slurmd")
 
+    # back to 24.11: the image versions are compared after the cluster role's API checks, before any change
     position = cluster.kube.audit_position()
     cluster.save(cluster_image_tag=OLD)
+    proc, _changed, _seconds = cluster.site(check=False)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert re.search(r"refused: Slurm %s\.[0-9]+ to %s\.[0-9]+ is a downgrade" % (NEW_MAJOR, OLD_MAJOR), proc.stdout) \
+        and "Nothing of Slurm was changed" in proc.stdout, proc.stdout[-3000:]
+    # written: only the short-lived pod that ran both images' slurmctld -V
+    written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name"))
+               for w in cluster.kube.writes_since(position, cluster.namespace)}
+    assert written <= {("patch", "pods", "slurm-version-check"), ("create", "pods", "slurm-version-check"),
+                       ("delete", "pods", "slurm-version-check")} and ("delete", "pods", "slurm-version-check") in written, written
+    assert cluster.kube.pod_identity(cluster.namespace) == before
+    assert all(image.endswith(":%s" % NEW) for pod, image in images(cluster).items() if pod != "mariadb-0")
+
+    position = cluster.kube.audit_position()
+    cluster.save(cluster_image_tag=NEWER)
     proc, changed, seconds = cluster.playbook(
         "site", when_output=("TASK [hpc.slurm_k8s.slurmd : Drain, and wait until no job is left", release_jobs))
     cluster.timings["site_new_image_with_jobs_s"] = seconds
@@ -243,7 +289,7 @@ def test_site_with_other_images_replaces_each_worker_after_its_jobs(cluster):
     ready_at = {}
     for node, job in jobs.items():
         pod = pods[node]
-        assert pod["status"]["containerStatuses"][0]["image"].endswith(":%s" % OLD), node
+        assert pod["status"]["containerStatuses"][0]["image"].endswith(":%s" % NEWER), node
         assert pod["metadata"]["uid"] != before[node][0], "%s was not replaced" % node
         ended = cluster.ctld("sacct", "-n", "-X", "-j", job, "-o", "End%30").stdout.strip()
         assert _when(pod["metadata"]["creationTimestamp"]) >= _when(ended), (node, "replaced before its job ended")
@@ -300,9 +346,15 @@ def test_rolling_upgrade_keeps_scheduling_and_waits_for_each_workers_job(cluster
     ended = cluster.ctld("sacct", "-n", "-X", "-j", running, "-o", "End%30").stdout.strip()
     assert _when(pod["metadata"]["creationTimestamp"]) >= _when(ended), "slurmd-0 replaced before its job ended"
     assert set(s for s, _r in cluster.nodes().values()) == {"idle"} and sorted(cluster.nodes()) == ["slurmd-0", "slurmd-1"]
-    assert re.search(r"node\(s\) back with Slurm 24\.11", proc.stdout)
+    assert re.search(r"node\(s\) back with Slurm %s\.[0-9]+" % NEW_MAJOR, proc.stdout)
     # as a user on the login node (slurmctld's NetworkPolicy admits only 6817: no srun I/O there)
     assert sorted(cluster.ssh("srun -N2 hostname").stdout.split()) == ["slurmd-0", "slurmd-1"]   # task order is not defined
+
+
+def test_the_modules_on_the_new_major(cluster):
+    """The node and queue modules (drain, check mode, idempotence, the queue, resume what they drained) in the
+    slurmctld pod of the upgraded cluster: the same playbook as on 24.11 in test_cluster.py, on 26.05 here."""
+    cluster.run_modules(NEW_MAJOR)
 
 
 def test_an_unreachable_slurmctld_stops_each_playbook_with_its_own_message(cluster):

@@ -97,9 +97,11 @@ class Kube:
                  120, "the volumes of namespace %s to be deleted" % namespace)
 
     # --- images ---------------------------------------------------------------------------------------
-    def build_and_load_images(self, tag):
-        """Build the images under `tag` with Docker and copy them into containerd (unchanged ones skip)."""
-        run(["bash", BUILD_IMAGES, tag], timeout=1800)
+    def build_and_load_images(self, tag, slurm_major=None):
+        """Build the images under `tag` with Docker (of `slurm_major`, else SLURM_MAJOR's or the default, as
+        build-images.sh) and copy them into containerd (unchanged ones skip)."""
+        env = dict(os.environ, SLURM_MAJOR=slurm_major) if slurm_major else None
+        run(["bash", BUILD_IMAGES, tag], timeout=1800, env=env)
         run(LOCALKUBE + ["load-images", *images_of(tag)], timeout=900)
 
     def image_id(self, ref):

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: hpc.slurm_k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Whether Slurm supports going from one version to another in place (SchedMD's upgrade guide).
+
+A major release is the year and month of its first release (24.11). Its daemons read the state files,
+the accounting database and the RPCs of the previous two major releases, and from 24.11 on of the
+previous three (the 6-month cycle began with 24.05). Nothing reads a newer major's state: a downgrade
+is never supported. The slurmctld role refuses an image change outside that window before anything
+changes (tasks/version.yml); this filter only decides, from what `slurmctld -V` printed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+# the majors of the 9-month cycle; from 24.05 on there is one each May and November
+_MAJORS_BEFORE_24_05 = ("14.03", "14.11", "15.08", "16.05", "17.02", "17.11", "18.08", "19.05", "20.02",
+                        "20.11", "21.08", "22.05", "23.02", "23.11")
+_MAJORS = _MAJORS_BEFORE_24_05 + tuple("%02d.%s" % (year, month) for year in range(24, 100) for month in ("05", "11"))
+# `slurmctld -V` prints "slurm 24.11.5" or, in Debian's build, "slurm-wlm 26.05.5"
+_VERSION = re.compile(r"(?:^|\s)([0-9]{2}\.[0-9]{2})\.([0-9]+)(?:[-.+~][0-9A-Za-z.+~-]*)?\s*$")
+
+
+def _parse(text, what):
+    match = _VERSION.search(str(text or "").strip())
+    if not match:
+        raise AnsibleFilterError("cannot read a Slurm version from the %s (expected e.g. 'slurm 24.11.5'), got %r"
+                                 % (what, str(text or "")[:200]))
+    major = match.group(1)
+    if major not in _MAJORS:
+        raise AnsibleFilterError("the %s reports Slurm %s.%s, but %s is not a Slurm major release"
+                                 % (what, major, match.group(2), major))
+    return major, "%s.%s" % (major, match.group(2))
+
+
+def slurm_version_change(running, target):
+    """From `slurmctld -V` of the running image and of the target image: a dict with both versions
+    (`running`, `target`), their majors, `majors_apart` (negative for a downgrade), whether Slurm
+    supports the change in place (`supported`) and a sentence that says why (`reason`)."""
+    running_major, running_version = _parse(running, "running slurmctld image")
+    target_major, target_version = _parse(target, "target slurmctld image")
+    apart = _MAJORS.index(target_major) - _MAJORS.index(running_major)
+    window = 3 if _MAJORS.index(target_major) >= _MAJORS.index("24.11") else 2
+    change = {"running": running_version, "target": target_version, "running_major": running_major,
+              "target_major": target_major, "majors_apart": apart, "window": window}
+    if apart < 0:
+        reason = ("Slurm %s to %s is a downgrade: Slurm %s cannot read the state files and accounting database"
+                  " that Slurm %s has written (SchedMD supports no downgrade)"
+                  % (running_version, target_version, target_major, running_major))
+    elif apart > window:
+        reason = ("Slurm %s to %s skips %d major releases: Slurm %s upgrades in place from the previous %d majors"
+                  " only (SchedMD's upgrade guide); upgrade through an intermediate major first"
+                  % (running_version, target_version, apart - 1, target_major, window))
+    elif apart == 0:
+        reason = "Slurm %s to %s stays within major %s" % (running_version, target_version, target_major)
+    else:
+        reason = ("Slurm %s to %s is %d major release(s) up, within the %d that Slurm %s upgrades from: slurmdbd"
+                  " converts the accounting database and slurmctld its state files at their first start"
+                  % (running_version, target_version, apart, window, target_major))
+    return dict(change, supported=0 <= apart <= window, reason=reason)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"slurm_version_change": slurm_version_change}
