@@ -13,9 +13,10 @@ namespace, images and settings of tests/k8s/test_day2.py (do not run both at onc
   phased   another such change as three runs (upgrade_phase pre, apply, post), as an AWX workflow
            runs it: the apply phase has no plan and runs every role (the window includes the time
            between the runs, as an approval would; here none)
-  image    upgrade.yml -e cluster_image_tag=day2-new (same build, another version label, so another
-           image id): dump, slurmdbd -> slurmctld -> slurmd -> login replaced, verified, resumed; then
-           back to day2-old (a second image upgrade)
+  image    upgrade.yml -e cluster_image_tag=day2-new (built here as Slurm 24.11 too: another version
+           label, so another image id): dump, slurmdbd -> slurmctld -> slurmd -> login replaced, verified,
+           resumed; then back to day2-old (a second image upgrade). The upgrade across Slurm majors is
+           benchmarks/upgrade_major.py
 The window is what upgrade.yml prints ("maintenance window N s"): from just before the drain to the
 resume; the whole playbook time is reported beside it.
 """
@@ -36,7 +37,7 @@ os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / ".cache" / "collect
 
 # pylint: disable=wrong-import-position
 from tests.k8s.cluster import SlurmOnKube  # noqa: E402
-from tests.k8s.test_day2 import NAME, NEW, OLD, WINDOW  # noqa: E402
+from tests.k8s.test_day2 import NAME, NEW, OLD, OLD_MAJOR, WINDOW  # noqa: E402
 from tests.support.kube import start_cluster  # noqa: E402
 
 
@@ -59,8 +60,8 @@ def main():
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     kube = start_cluster()
-    for tag in (OLD, NEW):
-        kube.build_and_load_images(tag)
+    for tag in (OLD, NEW):   # one major: there and back
+        kube.build_and_load_images(tag, slurm_major=OLD_MAJOR)
     deployment = SlurmOnKube(kube, Path(tempfile.mkdtemp(prefix="upgrade-window-")), NAME, OLD, 30042, slurmd_cpus=1)
     deployment.save(upgrade_backup_dir=str(deployment.workdir / "backups"))
     kube.delete_namespace(deployment.namespace)
