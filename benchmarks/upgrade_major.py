@@ -44,24 +44,19 @@ CONVERTED = re.compile(r"slurmdbd converted the accounting database to its schem
 RELEASE = "/tmp/upgrade-major-release"
 
 
-def maria(deployment, sql):
-    """One SQL statement as MariaDB's root in the mariadb pod; its tab-separated output."""
-    script = 'MYSQL_PWD="$(cat "$MARIADB_ROOT_PASSWORD_FILE")" mariadb -uroot -N slurm_acct_db -e "$0"'
-    return deployment.kube.exec(deployment.namespace, "mariadb-0", "sh", "-c", script, sql,
-                                container="mariadb").stdout.strip()
-
-
 def add_history(deployment, jobs):
     """`jobs` more rows in the cluster's job table, copies of its newest real job with new ids."""
     table = "%s_job_table" % NAME
-    columns = [line.split("\t")[0] for line in maria(deployment, "SHOW COLUMNS FROM %s" % table).splitlines()]
+    shown = deployment.maria("SHOW COLUMNS FROM %s" % table, database="slurm_acct_db")
+    columns = [line.split("\t")[0] for line in shown.splitlines()]
     copied = [name for name in columns if name != "job_db_inx"]   # the key is AUTO_INCREMENT
     # (quoted: some columns have the names of SQL words, e.g. `partition`)
     # ids from 1,000,001 on: far above the ones slurmctld gives the jobs submitted afterwards
     values = ", ".join("1000000 + seq" if name == "id_job" else "`%s`" % name for name in copied)
-    maria(deployment, "INSERT INTO %s (%s) SELECT %s FROM %s JOIN seq_1_to_%d WHERE job_db_inx = (SELECT MAX(job_db_inx) FROM %s)"
-          % (table, ", ".join("`%s`" % name for name in copied), values, table, jobs, table))
-    return int(maria(deployment, "SELECT COUNT(*) FROM %s" % table))
+    deployment.maria("INSERT INTO %s (%s) SELECT %s FROM %s JOIN seq_1_to_%d WHERE job_db_inx = (SELECT MAX(job_db_inx) FROM %s)"
+                     % (table, ", ".join("`%s`" % name for name in copied), values, table, jobs, table),
+                     database="slurm_acct_db")
+    return int(deployment.maria("SELECT COUNT(*) FROM %s" % table, database="slurm_acct_db"))
 
 
 def main():

@@ -77,6 +77,13 @@ class SlurmOnKube:
         return self.kube.exec(self.namespace, "slurmctld-0", *command, container="slurmctld", check=check,
                               timeout=timeout)
 
+    def maria(self, sql=None, stdin=None, database=""):
+        """SQL as MariaDB's root in the mariadb pod (the statement passed as an argument, so any quoting in it
+        stays; or `stdin` into `database`); its tab-separated output without headers."""
+        script = 'MYSQL_PWD="$(cat "$MARIADB_ROOT_PASSWORD_FILE")" mariadb -uroot -N %s' % database
+        return self.kube.exec(self.namespace, "mariadb-0", "sh", "-c", script + (' -e "$0"' if sql else ""),
+                              *([sql] if sql else []), container="mariadb", input=stdin).stdout.strip()
+
     def run_modules(self, slurm_major):
         """The node and queue modules in the slurmctld pod through a kubernetes.core.kubectl connection
         (tests/k8s/playbooks/modules_in_the_slurmctld_pod.yml), the nodes on `slurm_major`; they end idle."""

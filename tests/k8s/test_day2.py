@@ -385,20 +385,13 @@ def test_database_dump_restores(cluster):
     assert oct(dumps[-1].stat().st_mode & 0o777) == "0o600"
     sql = gzip.decompress(dumps[-1].read_bytes())
     assert b"Dump completed" in sql[-200:]
-    root = 'MYSQL_PWD="$(cat "$MARIADB_ROOT_PASSWORD_FILE")" mariadb -uroot'
-
-    def maria(sql_command=None, stdin=None, database=""):
-        script = root + (' -N -e "%s"' % sql_command if sql_command else " " + database)
-        return cluster.kube.exec(cluster.namespace, "mariadb-0", "sh", "-c", script, container="mariadb",
-                                 input=stdin).stdout.strip()
-
-    maria("DROP DATABASE IF EXISTS restore_check; CREATE DATABASE restore_check")
-    maria(stdin=sql.decode(), database="restore_check")
+    cluster.maria("DROP DATABASE IF EXISTS restore_check; CREATE DATABASE restore_check")
+    cluster.maria(stdin=sql.decode(), database="restore_check")
     count = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='%s'"
-    restored, live = maria(count % "restore_check"), maria(count % "slurm_acct_db")
+    restored, live = cluster.maria(count % "restore_check"), cluster.maria(count % "slurm_acct_db")
     assert int(restored) > 10 and restored == live
-    assert int(maria("SELECT COUNT(*) FROM restore_check.day2_job_table")) >= 3
-    maria("DROP DATABASE restore_check")
+    assert int(cluster.maria("SELECT COUNT(*) FROM restore_check.day2_job_table")) >= 3
+    cluster.maria("DROP DATABASE restore_check")
 
 
 def test_scale_down_refused_then_waits_and_leaves_no_ghost(cluster):
