@@ -222,37 +222,71 @@ setup_login() {
   log "installed $n ssh host key(s)"
 }
 
-# --- auth/slurm on login: sackd -------------------------------------------------------------------
-# With AuthType=auth/slurm the site's commands on login cannot read the key set (root only): sackd, Slurm's
-# auth and cred kiosk, signs and checks their credentials through /run/slurm/sack.socket (slurmd does that
-# on the workers). It reads the key set next to slurm.conf (/etc/slurm/slurm.jwks, a link into the mounted
-# config) and re-reads it on SIGHUP, which a key rotation sends. Started by its absolute path: on SIGHUP it
-# re-executes itself from argv[0].
-uses_auth_slurm() {
-  grep -qiE '^[[:space:]]*AuthType[[:space:]]*=[[:space:]]*auth/slurm[[:space:]]*$' "$SLURM_ETC/slurm.conf"
+# --- sackd on login --------------------------------------------------------------------------------
+# sackd, Slurm's auth and cred kiosk, runs on login when the nodes are configless (SLURM_CONF_SERVER): it
+# fetches the configuration from slurmctld into /run/slurm/conf/, where the commands look for it when
+# /etc/slurm/slurm.conf does not exist, and receives every reconfigure from slurmctld. With AuthType=auth/slurm,
+# whose key set the site's commands on login cannot read, it also signs and checks their credentials through
+# /run/slurm/sack.socket. (slurmd does both on the workers.) It runs as SlurmUser, to whom slurmctld addresses
+# its pushes, and reads the key set from slurm-k8s-sackd-key's copy; it is started by its absolute path: on
+# SIGHUP, which a key rotation sends, it re-executes itself from argv[0].
+login_auth_slurm() {
+  if [[ -n ${SLURM_CONF_SERVER:-} ]]; then
+    [[ -e $CONFIG_DIR/slurm.jwks ]]   # configless: the key set is all that is mounted, and only with auth/slurm
+  else
+    grep -qiE '^[[:space:]]*AuthType[[:space:]]*=[[:space:]]*auth/slurm[[:space:]]*$' "$SLURM_ETC/slurm.conf"
+  fi
 }
 
 start_sackd() {
-  uses_auth_slurm || return 0
-  [[ -r $SLURM_ETC/slurm.jwks ]] || die "AuthType=auth/slurm but no key set at $SLURM_ETC/slurm.jwks (the Secret slurm-auth-key is projected into $CONFIG_DIR/)"
+  local args=(-D) i
+  if login_auth_slurm; then
+    [[ -r $CONFIG_DIR/slurm.jwks ]] || die "AuthType=auth/slurm but no key set at $CONFIG_DIR/slurm.jwks (the Secret slurm-auth-key is projected there)"
+    SLURM_SACK_JWKS=$(/usr/local/sbin/slurm-k8s-sackd-key)
+    export SLURM_SACK_JWKS
+    # Slurm takes a key set in /etc/slurm before SLURM_SACK_JWKS, and SlurmUser cannot read that one; the
+    # commands here authenticate through sackd's socket
+    rm -f "$SLURM_ETC/slurm.jwks"
+  elif [[ -z ${SLURM_CONF_SERVER:-} ]]; then
+    return 0   # munge and a mounted slurm.conf: the commands need no sackd
+  fi
+  [[ -n ${SLURM_CONF_SERVER:-} ]] && args+=(--conf-server "$SLURM_CONF_SERVER")
   install -d -o slurm -g slurm -m 0755 /run/slurm
   rm -f /run/slurm/sack.socket
   # in the background (sshd, which this shell becomes, is its parent), its log on the container's stderr
-  /usr/sbin/sackd -D &
-  local i
+  setpriv --reuid slurm --regid slurm --init-groups /usr/sbin/sackd "${args[@]}" &
+  if [[ -n ${SLURM_CONF_SERVER:-} ]]; then
+    # sackd retries every 10 s while slurmctld does not answer; sshd starts anyway after a minute (the users'
+    # homes are there; their Slurm commands work once sackd has the configuration)
+    for i in $(seq 1 300); do [[ -S /run/slurm/sack.socket && -f /run/slurm/conf/slurm.conf ]] && break; sleep 0.2; done
+    if [[ -f /run/slurm/conf/slurm.conf ]]; then
+      log "sackd running, configuration from $SLURM_CONF_SERVER in /run/slurm/conf"
+    else
+      log "WARNING: sackd has no configuration from $SLURM_CONF_SERVER after 60 s; starting sshd anyway (Slurm commands fail until slurmctld answers)"
+    fi
+    return 0
+  fi
   for i in $(seq 1 50); do [[ -S /run/slurm/sack.socket ]] && break; sleep 0.2; done
   [[ -S /run/slurm/sack.socket ]] || die "sackd did not open /run/slurm/sack.socket within 10 s"
   log "sackd running (auth/slurm)"
+}
+
+# slurmd started with --conf-server (configless) is told where auth/slurm's key set is mounted: its slurm.conf
+# is then the cache in /run/slurm/conf/, where no key set is
+configless_key_set() {
+  if [[ -e $CONFIG_DIR/slurm.jwks ]]; then
+    export SLURM_SACK_JWKS=$CONFIG_DIR/slurm.jwks
+  fi
 }
 
 # --- main ---------------------------------------------------------------------------------------
 case $ROLE in
   slurmctld) link_config true ;;
   slurmdbd)  link_config false ;;
-  slurmd)
-    if [[ -n ${SLURMD_CONF_SERVER:-} ]]; then link_config false; else link_config true; fi
+  # configless (SLURM_CONF_SERVER): no slurm.conf mounted, at most auth/slurm's key set
+  slurmd|login)
+    if [[ -n ${SLURM_CONF_SERVER:-} ]]; then link_config false; else link_config true; fi
     make_homes ;;
-  login)     link_config true; make_homes ;;
   # unprivileged: reads the mounted slurm.conf in place
   slurmrestd) [[ -f $CONFIG_DIR/slurm.conf ]] || die "missing $CONFIG_DIR/slurm.conf (role slurmrestd needs it)"
               export SLURM_CONF=$CONFIG_DIR/slurm.conf ;;
@@ -269,10 +303,11 @@ case $ROLE in
   slurmdbd)  setup_slurmdbd ;;
   slurmctld) setup_slurmctld ;;
   slurmd)    setup_slurmd ;;
-  login)     setup_login; start_sackd ;;
+  login)     setup_login ;;
 esac
 
 wait_for_endpoints
+if [[ $ROLE == login ]]; then start_sackd; fi
 
 case $ROLE in
   slurmctld)
@@ -298,8 +333,9 @@ case $ROLE in
         [[ -n ${SLURMD_NODE_CONF:-} ]] && log "SLURMD_NODE_CONF is ignored when SLURMD_DYNAMIC=false (node defined in slurm.conf)" ;;
       *) die "SLURMD_DYNAMIC must be true or false, got '${SLURMD_DYNAMIC}'" ;;
     esac
-    if [[ -n ${SLURMD_CONF_SERVER:-} ]]; then
-      args+=(--conf-server "$SLURMD_CONF_SERVER")
+    if [[ -n ${SLURM_CONF_SERVER:-} ]]; then
+      args+=(--conf-server "$SLURM_CONF_SERVER")
+      configless_key_set
     else
       export SLURM_CONF=$CONFIG_DIR/slurm.conf   # as slurmctld: every file where it is mounted
     fi

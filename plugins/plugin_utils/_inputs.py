@@ -567,6 +567,7 @@ RULES = {
     "cluster_slurmctld_connection": _CONNECTION,
     "cluster_slurmrestd_enabled": _any,
     "cluster_auth_type": _any,
+    "cluster_configless": _any,
     # config
     "config_slurm_conf_default": slurm_conf("slurm.conf", _SLURM_CONF_FORBIDDEN),
     "config_slurm_conf": slurm_conf("slurm.conf", {**_SLURM_CONF_FORBIDDEN, **_AUTH_FORBIDDEN}),

@@ -7,8 +7,9 @@ the eviction API all act on it for real. A user SSHes into the login pod through
 127.0.0.1 and runs jobs; pods are deleted and come back; the collection's modules run in the
 slurmctld pod through the kubernetes.core.kubectl connection; the API server's audit log shows that
 a re-run writes nothing. The cluster authenticates with Slurm's own auth/slurm (cluster_auth_type slurm:
-the key set projected next to slurm.conf, sackd on login); the clusters of the other T3 modules and of
-Molecule run munge, the default.
+the key set projected into the Slurm pods, sackd on login); the clusters of the other T3 modules and of
+Molecule run munge, the default. Its nodes are configless (the default): slurmd and login's sackd fetch the
+configuration from slurmctld; test_day2.py starts with mounted files and switches.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ NAME = "e2e"
 SSH_PORT = 30032
 PODS = ("mariadb-0", "slurmdbd-0", "slurmctld-0", "slurmd-0", "slurmd-1")
 PROTECTED = ("mariadb-0", "slurmdbd-0", "slurmctld-0")     # and login: PodDisruptionBudgets
+# the pods that mount the ConfigMap slurm-config: configless slurmd and login pods fetch it from slurmctld
+CONFIG_READERS = ("slurmctld-", "slurmdbd-", "slurmrestd-")
 
 
 @pytest.fixture(scope="module")
@@ -237,14 +240,41 @@ def test_modules_through_the_kubectl_connection(cluster):
     cluster.run_modules(os.environ.get("SLURM_MAJOR", "24.11"))   # as tests/images/build-images.sh
 
 
+def slurmd_debug_levels(cluster):
+    """slurmd pod -> the log level its running slurmd reports (`scontrol show slurmd` asks the local daemon)."""
+    levels = {}
+    for pod in cluster.kube.pods(cluster.namespace, "app.kubernetes.io/name=slurmd"):
+        out = cluster.kube.exec(cluster.namespace, pod, "scontrol", "show", "slurmd", container="slurmd", check=False).stdout
+        found = re.search(r"^Slurmd Debug\s*=\s*(\d+)", out, re.M)
+        levels[pod] = found and found.group(1)
+    return levels
+
+
 def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
+    """Configless nodes (the default): slurmd and login mount no slurm.conf, and slurmctld pushes a change to
+    them with the reconfigure. MaxJobCount (slurmctld's) and SlurmdDebug (each slurmd's) changed: slurmctld shows
+    the one, every running slurmd reports the other right after the run, login's sackd holds the new file, and
+    no Slurm pod restarts; the kubelets of slurmd and login are not asked to refresh anything."""
+    login = login_pod(cluster)
+    for pod in ("slurmd-0", "slurmd-1", login):
+        volumes = json.dumps(cluster.kube.get("pod", pod, cluster.namespace)["spec"]["volumes"])
+        assert '"slurm-config"' not in volumes, (pod, volumes)
+    assert "enable_configless" in cluster.ctld("scontrol", "show", "config").stdout.split("SlurmctldParameters")[1].split("\n")[0]
+    assert set(slurmd_debug_levels(cluster).values()) == {"3"}   # info
     before = cluster.kube.pod_identity(cluster.namespace)
     position = cluster.kube.audit_position()
-    cluster.save(config_slurm_conf={"MaxJobCount": 12345})
+    cluster.save(config_slurm_conf={"MaxJobCount": 12345, "SlurmdDebug": "debug"})
     proc, changed, seconds = cluster.site()
     cluster.timings["site_reconfigure_run_s"] = seconds
     assert changed > 0 and "Reconfigure Slurm" in proc.stdout
     assert "12345" in cluster.ctld("scontrol", "show", "config").stdout.split("MaxJobCount")[1].split("\n")[0]
+    # slurmctld's push reaches the nodes within moments of the reconfigure, which the run ended with
+    started = time.monotonic()
+    wait_for(lambda: set(slurmd_debug_levels(cluster).values()) == {"5"}, 15,
+             "every slurmd at SlurmdDebug=debug (5) (last: %s)" % slurmd_debug_levels(cluster))
+    cluster.timings["slurmd_new_level_after_run_s"] = time.monotonic() - started
+    cached = cluster.kube.exec(cluster.namespace, login, "cat", "/run/slurm/conf/slurm.conf", container="login").stdout
+    assert "SlurmdDebug=debug" in cached and "MaxJobCount=12345" in cached, cached
     after = cluster.kube.pod_identity(cluster.namespace)
 
     def daemons(pods):
@@ -252,11 +282,11 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     assert daemons(after) == daemons(before), "a Slurm pod was replaced or restarted"
     # slurmrestd reads slurm.conf only at start: its Deployment rolls (a new pod Ready before the old goes)
     assert set(after) - set(daemons(after)) != set(before) - set(daemons(before)), "slurmrestd kept its old slurm.conf"
-    # the only objects written: the slurm.conf ConfigMap, an annotation on each pod that mounts it (all but
-    # MariaDB's: their kubelets refresh the files at once), and slurmrestd's pod template (its checksum)
+    # the only objects written: the slurm.conf ConfigMap, an annotation on each pod that mounts it (their kubelets
+    # refresh the files at once), and slurmrestd's pod template (its checksum)
     written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name")) for w in cluster.kube.writes_since(position, cluster.namespace)}
     assert written == {("patch", "configmaps", "slurm-config"), ("patch", "deployments", "slurmrestd")} | {
-        ("patch", "pods", pod) for pod in before if not pod.startswith("mariadb-")}, written
+        ("patch", "pods", pod) for pod in before if pod.startswith(CONFIG_READERS)}, written
 
 
 def test_other_config_files_alone_reconfigure_without_restart(cluster):
@@ -599,9 +629,10 @@ def auth_keys(cluster):
 
 
 def test_the_auth_key_set_is_read_by_the_daemons_only(cluster):
-    """auth/slurm: slurm.jwks is projected next to slurm.conf, root's only on login and the workers (slurmd,
-    sackd) and SlurmUser's group's on slurmctld and slurmdbd; a user reads it neither on login nor in a job,
-    and authenticates through sackd (login) and slurmd (in the job)."""
+    """auth/slurm: slurm.jwks is projected into the `config` volume, root's only on login and the workers and
+    SlurmUser's group's on slurmctld and slurmdbd; login's sackd, which runs as SlurmUser, reads a copy that only
+    SlurmUser can. A user reads none of them, neither on login nor in a job, and authenticates through sackd
+    (login) and slurmd (in the job)."""
     assert "AuthType=auth/slurm" in cluster.ctld("scontrol", "show", "config").stdout.replace(" ", "")
     _secret, keys = auth_keys(cluster)
     assert [key.get("use") for key in keys] == ["default"] and len(keys[0]["k"]) >= 43, "one default key"
@@ -612,7 +643,8 @@ def test_the_auth_key_set_is_read_by_the_daemons_only(cluster):
         mode = cluster.kube.exec(cluster.namespace, pod, "sh", "-c", "ls -lL /etc/slurm-k8s/config/slurm.jwks",
                                  container=container).stdout
         assert mode.startswith(listing), (pod, mode)
-    out = cluster.ssh("cat /etc/slurm-k8s/config/slurm.jwks /etc/slurm/slurm.jwks 2>&1; "
+    # sackd runs as SlurmUser on login, with a copy of its own (slurm-k8s-sackd-key)
+    out = cluster.ssh("cat /etc/slurm-k8s/config/slurm.jwks /run/slurm-k8s/slurm.jwks 2>&1; "
                       "srun -N1 cat /etc/slurm-k8s/config/slurm.jwks 2>&1; sinfo -h -o %D", check=False).stdout
     assert out.count("Permission denied") == 3 and keys[0]["k"] not in out, out
     assert out.split()[-1] == "2", out

@@ -7,7 +7,8 @@ keeps its id and runs after (the printed maintenance window from the job's time 
 any restart; a munge key rotation
 refused by site.yml, then an admin-drained node and an upgrade interrupted after its pre phase, finished
 by an image upgrade that also rotates the munge key (every pod replaced) while a job stays queued;
-site.yml back to 24.11 refused (a downgrade), then with another build of 26.05 while a job runs on each worker (the slurmd rollout: one pod at a
+site.yml back to 24.11 refused (a downgrade), then with another build of 26.05 and configless nodes (the
+cluster starts with slurm.conf mounted everywhere) while a job runs on each worker (the slurmd rollout: one pod at a
 time, each after its job); a rolling upgrade (upgrade_mode=rolling) to the new images under a running
 job; upgrade.yml and scale.yml with the slurmctld pod gone; the dump restores; scale down refused / waiting / without ghost node; teardown
 refused while a job runs, keeping the volumes, idempotent, then with teardown_delete_volumes removing
@@ -46,7 +47,9 @@ SCALE_RELEASE = "/tmp/day2-release-scale"
 @pytest.fixture(scope="module")
 def cluster(kube, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("day2")
-    deployment = SlurmOnKube(kube, workdir, NAME, OLD, 30042, slurmd_cpus=1,
+    # slurm.conf mounted into every pod (the way before configless nodes) until the site.yml run with other
+    # images switches to configless
+    deployment = SlurmOnKube(kube, workdir, NAME, OLD, 30042, slurmd_cpus=1, cluster_configless=False,
                              upgrade_backup_dir=str(workdir / "backups"),
                              config_qos=[{"name": "short", "max_wall": "01:00:00", "max_jobs_per_user": 4}],
                              config_accounts=[{"name": "projx", "qos": ["normal", "short"], "default_qos": "normal"}])
@@ -244,7 +247,9 @@ def test_site_with_other_images_replaces_each_worker_after_its_jobs(cluster):
     build of the new major, while a job runs on each worker: slurmdbd, slurmctld and login restart
     (running jobs go on: slurmctld's state survives); each slurmd pod is deleted by the collection (the
     StatefulSet is OnDelete), only once its node is drained and its job has ended, one pod at a time; an
-    admin's drain stays; a held job keeps its id and runs afterwards."""
+    admin's drain stays; a held job keeps its id and runs afterwards. The same run switches the nodes from
+    mounted files to configless (cluster_configless): slurmctld loads enable_configless before the first
+    worker is replaced, and the new worker and login pods fetch the configuration from it."""
     release = {"slurmd-0": "/tmp/day2-rollout-0", "slurmd-1": "/tmp/day2-rollout-1"}
     jobs = {node: cluster.sbatch("-w", node, "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % path)
             for node, path in release.items()}
@@ -276,11 +281,16 @@ def test_site_with_other_images_replaces_each_worker_after_its_jobs(cluster):
     assert all(image.endswith(":%s" % NEW) for pod, image in images(cluster).items() if pod != "mariadb-0")
 
     position = cluster.kube.audit_position()
-    cluster.save(cluster_image_tag=NEWER)
+    cluster.save(cluster_image_tag=NEWER, cluster_configless=True)
     proc, changed, seconds = cluster.playbook(
         "site", when_output=("TASK [hpc.slurm_k8s.slurmd : Drain, and wait until no job is left", release_jobs))
     cluster.timings["site_new_image_with_jobs_s"] = seconds
     assert changed > 0 and "replacing 2 pod(s) in 2 step(s) of at most 1" in proc.stdout, proc.stdout[-3000:]
+    # slurm.conf with enable_configless loaded before the first drain
+    reconfigured = proc.stdout.find("RUNNING HANDLER [hpc.slurm_k8s.config : Reconfigure Slurm]")
+    assert 0 <= reconfigured < proc.stdout.find("TASK [hpc.slurm_k8s.slurmd : Drain, and wait until no job is left"), \
+        proc.stdout[-3000:]
+    assert "enable_configless" in cluster.ctld("scontrol", "show", "config").stdout.split("SlurmctldParameters")[1].split("\n")[0]
     # the jobs ran to their end on the old pods, with their ids
     for job in jobs.values():
         assert cluster.accounted_state(job) == ["COMPLETED"], job
@@ -290,6 +300,8 @@ def test_site_with_other_images_replaces_each_worker_after_its_jobs(cluster):
     for node, job in jobs.items():
         pod = pods[node]
         assert pod["status"]["containerStatuses"][0]["image"].endswith(":%s" % NEWER), node
+        assert {"name": "SLURM_CONF_SERVER", "value": "slurmctld:6817"} in pod["spec"]["containers"][0]["env"], node
+        assert '"slurm-config"' not in json.dumps(pod["spec"]["volumes"]), node
         assert pod["metadata"]["uid"] != before[node][0], "%s was not replaced" % node
         ended = cluster.ctld("sacct", "-n", "-X", "-j", job, "-o", "End%30").stdout.strip()
         assert _when(pod["metadata"]["creationTimestamp"]) >= _when(ended), (node, "replaced before its job ended")

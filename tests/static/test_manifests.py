@@ -535,6 +535,35 @@ def test_pods_carry_checksums_of_exactly_what_they_consume_at_start(renders, val
             assert value == expected_checksum(run, *tracked_object(doc, key)), "%s: %s is stale" % (name, key)
 
 
+def _mounts_slurm_config(doc):
+    return '"slurm-config"' in json.dumps(pod_template(doc)["spec"].get("volumes", []))
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_configless_nodes_mount_no_slurm_conf_and_fetch_it_from_slurmctld(renders, value_set):
+    """cluster_configless (default true): slurm.conf enables configless, keeping the SlurmctldParameters the value
+    set gives; the workers, the burst pods and login mount no slurm-config and get --conf-server through
+    SLURM_CONF_SERVER, while slurmctld, slurmdbd and slurmrestd mount it. false: every Slurm pod mounts it."""
+    run, values = renders[value_set], load_values(value_set)
+    configless = values.get("cluster_configless", True)
+    conf = run.get("ConfigMap", "slurm-config")["data"]["slurm.conf"]
+    parameters = [line.split("=", 1)[1].split(",") for line in conf.splitlines() if line.startswith("SlurmctldParameters=")]
+    given = values.get("config_slurm_conf", {}).get("SlurmctldParameters", [])
+    given = given.split(",") if isinstance(given, str) else given
+    assert parameters == ([given + ["enable_configless"]] if configless else [given] if given else []), parameters
+    nodes = [doc for doc in workloads(run) if doc["metadata"]["name"] in ("slurmd", "login")
+             or pod_template(doc)["metadata"]["labels"].get("app.kubernetes.io/component") == "burst-worker"]
+    assert len(nodes) == 2 + len(power_groups(value_set))   # a burst pod of each group
+    for doc in nodes:
+        env = {e["name"]: e.get("value") for e in containers(doc)[0].get("env", [])}
+        name = doc["metadata"]["name"]
+        assert env.get("SLURM_CONF_SERVER") == ("slurmctld:6817" if configless else None), name
+        assert _mounts_slurm_config(doc) is not configless, name
+    for name in ("slurmctld", "slurmdbd") + (("slurmrestd",) if values.get("cluster_slurmrestd_enabled") else ()):
+        doc = run.get("StatefulSet", name) or run.get("Deployment", name)
+        assert _mounts_slurm_config(doc), name
+
+
 def _templates(run):
     return {(doc["kind"], doc["metadata"]["name"]): doc for doc in workloads(run)}
 
