@@ -56,16 +56,6 @@ def stamped_lines(kube, namespace, pod, container):
     return lines
 
 
-def slurmd_levels(deployment):
-    levels = {}
-    for pod in deployment.kube.pods(deployment.namespace, "app.kubernetes.io/name=slurmd"):
-        out = deployment.kube.exec(deployment.namespace, pod, "scontrol", "show", "slurmd", container="slurmd",
-                                   check=False).stdout
-        found = re.search(r"^Slurmd Debug\s*=\s*(\d+)", out, re.M)
-        levels[pod] = found and found.group(1)
-    return levels
-
-
 def one_round(deployment, level):
     kube = deployment.kube
     position = kube.audit_position()
@@ -73,7 +63,7 @@ def one_round(deployment, level):
     started = time.time()
     _proc, changed, seconds = deployment.site()
     assert changed > 0
-    levels = slurmd_levels(deployment)
+    levels = deployment.slurmd_debug_levels()
     reconfigured = [when for when, text in stamped_lines(kube, deployment.namespace, "slurmctld-0", "slurmctld")
                     if when >= started and "Processing Reconfiguration Request" in text]
     assert reconfigured, "no reconfigure in slurmctld's log"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -116,6 +117,16 @@ class SlurmOnKube:
 
     def wait_nodes(self, states, timeout=120):
         wait_for(lambda: self.node_states() == states, timeout, "nodes %s (last: %s)" % (states, self.node_states()))
+
+    def slurmd_debug_levels(self):
+        """slurmd pod -> the log level its running slurmd reports (`scontrol show slurmd` asks the daemon in
+        that pod, not slurmctld): 3 is SlurmdDebug=info, 5 debug."""
+        levels = {}
+        for pod in self.kube.pods(self.namespace, "app.kubernetes.io/name=slurmd"):
+            out = self.kube.exec(self.namespace, pod, "scontrol", "show", "slurmd", container="slurmd", check=False).stdout
+            found = re.search(r"^Slurmd Debug\s*=\s*(\d+)", out, re.M)
+            levels[pod] = found and found.group(1)
+        return levels
 
     def job_state(self, job):
         return self.ctld("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()

@@ -240,16 +240,6 @@ def test_modules_through_the_kubectl_connection(cluster):
     cluster.run_modules(os.environ.get("SLURM_MAJOR", "24.11"))   # as tests/images/build-images.sh
 
 
-def slurmd_debug_levels(cluster):
-    """slurmd pod -> the log level its running slurmd reports (`scontrol show slurmd` asks the local daemon)."""
-    levels = {}
-    for pod in cluster.kube.pods(cluster.namespace, "app.kubernetes.io/name=slurmd"):
-        out = cluster.kube.exec(cluster.namespace, pod, "scontrol", "show", "slurmd", container="slurmd", check=False).stdout
-        found = re.search(r"^Slurmd Debug\s*=\s*(\d+)", out, re.M)
-        levels[pod] = found and found.group(1)
-    return levels
-
-
 def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     """Configless nodes (the default): slurmd and login mount no slurm.conf, and slurmctld pushes a change to
     them with the reconfigure. MaxJobCount (slurmctld's) and SlurmdDebug (each slurmd's) changed: slurmctld shows
@@ -260,7 +250,7 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
         volumes = json.dumps(cluster.kube.get("pod", pod, cluster.namespace)["spec"]["volumes"])
         assert '"slurm-config"' not in volumes, (pod, volumes)
     assert "enable_configless" in cluster.ctld("scontrol", "show", "config").stdout.split("SlurmctldParameters")[1].split("\n")[0]
-    assert set(slurmd_debug_levels(cluster).values()) == {"3"}   # info
+    assert set(cluster.slurmd_debug_levels().values()) == {"3"}   # info
     before = cluster.kube.pod_identity(cluster.namespace)
     position = cluster.kube.audit_position()
     cluster.save(config_slurm_conf={"MaxJobCount": 12345, "SlurmdDebug": "debug"})
@@ -270,8 +260,8 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     assert "12345" in cluster.ctld("scontrol", "show", "config").stdout.split("MaxJobCount")[1].split("\n")[0]
     # slurmctld's push reaches the nodes within moments of the reconfigure, which the run ended with
     started = time.monotonic()
-    wait_for(lambda: set(slurmd_debug_levels(cluster).values()) == {"5"}, 15,
-             "every slurmd at SlurmdDebug=debug (5) (last: %s)" % slurmd_debug_levels(cluster))
+    wait_for(lambda: set(cluster.slurmd_debug_levels().values()) == {"5"}, 15,
+             "every slurmd at SlurmdDebug=debug (5) (last: %s)" % cluster.slurmd_debug_levels())
     cluster.timings["slurmd_new_level_after_run_s"] = time.monotonic() - started
     cached = cluster.kube.exec(cluster.namespace, login, "cat", "/run/slurm/conf/slurm.conf", container="login").stdout
     assert "SlurmdDebug=debug" in cached and "MaxJobCount=12345" in cached, cached
