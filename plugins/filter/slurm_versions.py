@@ -1,13 +1,18 @@
 # -*- coding: utf-8 -*-
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Whether Slurm supports going from one version to another in place (SchedMD's upgrade guide).
+"""Which Slurm versions this collection deploys, and whether Slurm supports going from one version to
+another in place (SchedMD's upgrade guide).
 
 A major release is the year and month of its first release (24.11). Its daemons read the state files,
 the accounting database and the RPCs of the previous two major releases, and from 24.11 on of the
 previous three (the 6-month cycle began with 24.05). Nothing reads a newer major's state: a downgrade
 is never supported. The slurmctld role refuses an image change outside that window before anything
 changes (tasks/version.yml); this filter only decides, from what `slurmctld -V` printed.
+
+The collection's configuration (slurm.conf, slurmdbd.conf, the entrypoint, sackd on login) is checked
+against the daemons of the majors in SUPPORTED_MAJORS; the role refuses other majors on a first
+deployment as on a change (slurm_version_supported), a newer one only unless the admin accepts it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,13 @@ from ansible.errors import AnsibleFilterError
 _MAJORS_BEFORE_24_05 = ("14.03", "14.11", "15.08", "16.05", "17.02", "17.11", "18.08", "19.05", "20.02",
                         "20.11", "21.08", "22.05", "23.02", "23.11")
 _MAJORS = _MAJORS_BEFORE_24_05 + tuple("%02d.%s" % (year, month) for year in range(24, 100) for month in ("05", "11"))
+# The majors whose daemons ran this collection's configuration (the images build each with SLURM_MAJOR), the
+# oldest and the newest: the options the configuration uses are accepted by both, so by every major between
+# them too (Slurm does not remove an option and bring it back). Older majors are refused: nothing has run
+# them here. Newer ones are refused unless the admin accepts them (slurmctld_allow_newer_major), for a new
+# Slurm release that this collection does not know yet.
+TESTED_MAJORS = ("24.11", "26.05")
+SUPPORTED_MAJORS = _MAJORS[_MAJORS.index(TESTED_MAJORS[0]):_MAJORS.index(TESTED_MAJORS[-1]) + 1]
 # `slurmctld -V` prints "slurm 24.11.5" or, in Debian's build, "slurm-wlm 26.05.5"
 _VERSION = re.compile(r"(?:^|\s)([0-9]{2}\.[0-9]{2})\.([0-9]+)(?:[-.+~][0-9A-Za-z.+~-]*)?\s*$")
 
@@ -63,6 +75,31 @@ def slurm_version_change(running, target):
     return dict(change, supported=0 <= apart <= window, reason=reason)
 
 
+def slurm_version_supported(output, allow_newer=False):
+    """From `slurmctld -V` of an image: a dict with its `version` and `major`, whether this collection
+    deploys that major (`supported`: one of SUPPORTED_MAJORS, or a newer one when `allow_newer`), whether it
+    is `newer` than the newest supported, the `supported_majors` and a sentence that says why (`reason`)."""
+    major, version = _parse(output, "slurmctld image")
+    first, last = SUPPORTED_MAJORS[0], SUPPORTED_MAJORS[-1]
+    newer = _MAJORS.index(major) > _MAJORS.index(last)
+    supported_text = "Slurm %s to %s, tested on %s" % (first, last, " and ".join(TESTED_MAJORS))
+    if major in SUPPORTED_MAJORS:
+        reason = "Slurm %s: this collection supports %s" % (version, supported_text)
+    elif newer and allow_newer:
+        reason = ("Slurm %s is newer than this collection supports (%s); deployed anyway because"
+                  " slurmctld_allow_newer_major is true: options Slurm %s removed or renamed make its daemons"
+                  " fail at start, with the reason in their log" % (version, supported_text, major))
+    elif newer:
+        reason = ("Slurm %s is newer than this collection supports (%s): its configuration has not been checked"
+                  " against Slurm %s's daemons. Use an image of a supported major, or set"
+                  " slurmctld_allow_newer_major: true to deploy it anyway" % (version, supported_text, major))
+    else:
+        reason = ("Slurm %s is older than this collection supports (%s): its configuration has not been checked"
+                  " against Slurm %s's daemons. Use an image of a supported major" % (version, supported_text, major))
+    return {"version": version, "major": major, "newer": newer, "supported_majors": list(SUPPORTED_MAJORS),
+            "supported": major in SUPPORTED_MAJORS or (newer and bool(allow_newer)), "reason": reason}
+
+
 class FilterModule(object):
     def filters(self):
-        return {"slurm_version_change": slurm_version_change}
+        return {"slurm_version_change": slurm_version_change, "slurm_version_supported": slurm_version_supported}

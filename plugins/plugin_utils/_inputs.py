@@ -648,6 +648,7 @@ RULES = {
     "secrets_munge_rotation_allowed": _any,
     # slurmctld
     "slurmctld_image": IMAGE,
+    "slurmctld_allow_newer_major": _any,
     "slurmctld_state_size": SIZE,
     "slurmctld_state_storage_class": OPTIONAL_SUBDOMAIN,
     "slurmctld_resources": resources_dict(),

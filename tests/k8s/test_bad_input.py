@@ -4,7 +4,9 @@ nothing (before the first write) or nothing more (mid-run); the next run converg
 node can hold: the rollout stops at the first, with the scheduler's reason. A job that outlives the
 rollout's timeout stops it at that node; the requeue policy then converges. Through the API: another
 instance in the namespace is refused, a deployed instance's missing Secret is not silently generated
-again, and no run (check mode included) leaves key material in the controller's temp directory."""
+again, and no run (check mode included) leaves key material in the controller's temp directory. A first
+deployment whose slurmctld image runs a Slurm major the collection does not support is refused before
+anything of Slurm is created, naming the supported majors."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import pytest
 import yaml
 
 from tests.k8s.cluster import SMALL_REQUESTS, SlurmOnKube
-from tests.support.proc import collection_version, wait_for
+from tests.support.kube import LOCALKUBE
+from tests.support.proc import collection_version, run, wait_for
 
 
 class Proxy:
@@ -275,6 +278,8 @@ def test_check_mode_of_a_new_instance_leaves_no_key_material_behind(deployment, 
     proc, changed, _seconds = deployment.playbook("site", "--check", vars_file=fresh, env={"TMPDIR": str(tmp_path)})
     assert changed > 0   # what a first deploy would create, shown without creating it
     assert "TASK [hpc.slurm_k8s.secrets : Generate SSH host keys]" in proc.stdout
+    assert "check mode: slurmctld would be deployed with hpc-slurm-k8s/slurm-daemon:%s; whether this collection and" \
+        " Slurm support its version is checked at the real run" % deployment.tag in proc.stdout, proc.stdout[-3000:]
     assert key_material(tmp_path) == []
     assert kube.writes_since(position, "slurm-fresh") == []
 
@@ -302,3 +307,43 @@ def test_a_missing_secret_of_the_deployed_instance_is_refused_and_restored(deplo
     assert changed == 0
     assert {pod["metadata"]["uid"] for pod in kube.pods(deployment.namespace, selector="app.kubernetes.io/name=login").values()} \
         == {pod["metadata"]["uid"] for pod in login.values()}
+
+
+def test_a_first_deployment_of_a_slurm_major_the_collection_does_not_support_is_refused(deployment, tmp_path):
+    """An image whose slurmctld says Slurm 27.05 (ours with `slurmctld -V` replaced): site.yml of a new instance
+    reads that from the image and stops before anything of Slurm exists, naming the supported majors and the
+    variable that accepts a newer one; with that variable the check lets the run go on."""
+    kube = deployment.kube
+    newer = "hpc-slurm-k8s/slurm-daemon:%s-says-27.05" % deployment.tag
+    (tmp_path / "Dockerfile").write_text(
+        "FROM hpc-slurm-k8s/slurm-daemon:%s\n"
+        "RUN printf '#!/bin/sh\\necho slurm-wlm 27.05.1\\n' > /usr/sbin/slurmctld\n" % deployment.tag)
+    run(["docker", "build", "-q", "-t", newer, str(tmp_path)], timeout=300)
+    run(LOCALKUBE + ["load-images", newer], timeout=300)
+    namespace = "slurm-newer"
+    kube.delete_namespace(namespace)
+    variables = tmp_path / "newer.json"
+    variables.write_text(json.dumps(dict(deployment.variables, cluster_name="newer", slurmctld_image=newer)))
+    try:
+        position = kube.audit_position()
+        proc, _changed, _seconds = deployment.playbook("site", check=False, vars_file=variables)
+        assert proc.returncode != 0
+        assert "refused: Slurm 27.05.1 is newer than this collection supports (Slurm 24.11 to 26.05, tested on 24.11" \
+            " and 26.05): its configuration has not been checked against Slurm 27.05's daemons" in proc.stdout \
+            and "set slurmctld_allow_newer_major: true to deploy it anyway" in proc.stdout \
+            and "Nothing of Slurm was created or changed" in proc.stdout, proc.stdout[-3000:]
+        # the Namespace (the cluster role's API check) and the pod that ran the image's slurmctld -V, nothing else
+        written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name"))
+                   for w in kube.writes_since(position, namespace)}
+        assert {resource for _verb, resource, _name in written} == {"namespaces", "pods"}, written
+        assert {name for _verb, resource, name in written if resource == "pods"} == {"slurm-version-check"}, written
+        assert kube.get("pods", namespace=namespace)["items"] == []
+
+        # accepted: the check says so and the run goes on (--tags cluster: no daemon is started from an image that
+        # only pretends to be 27.05)
+        proc, _changed, _seconds = deployment.playbook("site", "--tags", "cluster", "-e", "slurmctld_allow_newer_major=true",
+                                                       vars_file=variables)
+        assert "Slurm 27.05.1 is newer than this collection supports (Slurm 24.11 to 26.05, tested on 24.11 and" \
+            " 26.05); deployed anyway because slurmctld_allow_newer_major is true" in proc.stdout, proc.stdout[-3000:]
+    finally:
+        kube.delete_namespace(namespace)

@@ -44,9 +44,10 @@ def cluster(kube, tmp_path_factory):
     kube.build_and_load_images(tag)
     deployment.timings["images_s"] = time.monotonic() - started
     kube.delete_namespace(deployment.namespace)
-    _proc, changed, seconds = deployment.site()
+    proc, changed, seconds = deployment.site()
     deployment.timings["site_first_run_s"] = seconds
     assert changed > 0
+    deployment.first_run_output = proc.stdout
     yield deployment
     print("\ne2e timings: %s" % json.dumps({k: round(v, 1) for k, v in deployment.timings.items()}))
     if os.environ.get("KEEP_E2E") != "1":
@@ -76,7 +77,9 @@ def test_every_pod_ready_and_nodes_idle(cluster):
 
 def test_the_images_record_the_slurm_they_run(cluster):
     """The labels of both images name the exact Debian version of Slurm that build-images.sh resolved, the
-    daemons in the pods are that version, and the apt pin that keeps derived images on it is in place."""
+    daemons in the pods are that version, and the apt pin that keeps derived images on it is in place. The
+    first deployment read that version from the image before it created anything of Slurm, and said that the
+    collection supports it."""
     major = os.environ.get("SLURM_MAJOR", "24.11")   # as tests/images/build-images.sh
     suites = dict(line.split() for line in (ROOT / "images" / "slurm" / "slurm-majors").read_text().splitlines()
                   if line.strip() and not line.startswith("#"))
@@ -93,6 +96,8 @@ def test_the_images_record_the_slurm_they_run(cluster):
         out = cluster.kube.exec(cluster.namespace, pod, "sh", "-c",
                                 "%s -V; cat /etc/apt/preferences.d/hpc-slurm-k8s-slurm" % daemon, container=daemon).stdout
         assert "slurm-wlm %s\n" % upstream in out and "Pin: version %s\n" % version in out, out
+    assert "Slurm %s: this collection supports Slurm 24.11 to 26.05, tested on 24.11 and 26.05" % upstream \
+        in cluster.first_run_output, cluster.first_run_output[-3000:]
 
 
 def test_second_run_changes_nothing_and_writes_nothing(cluster):

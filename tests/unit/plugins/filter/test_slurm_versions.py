@@ -1,16 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which Slurm version changes are supported in place (SchedMD's upgrade guide), from `slurmctld -V`."""
+"""Which Slurm versions the collection deploys, and which version changes are supported in place (SchedMD's
+upgrade guide), from `slurmctld -V`."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from pathlib import Path
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_versions import slurm_version_change
+from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_versions import (
+    SUPPORTED_MAJORS, TESTED_MAJORS, slurm_version_change, slurm_version_supported)
 
 
 @pytest.mark.parametrize("running, target, apart, supported", [
@@ -46,3 +50,44 @@ def test_the_reasons_name_the_versions_and_the_rule():
 def test_output_that_is_not_a_version_fails_closed(text, message):
     with pytest.raises(AnsibleFilterError, match=message):
         slurm_version_change(text, "slurm 24.11.5")
+
+
+def test_the_tested_majors_are_those_the_images_build_and_the_supported_run_between_them():
+    # images/slurm/slurm-majors lists what the images build (and T3 runs): the version check must not
+    # claim another list
+    listed = (Path(__file__).parents[4] / "images" / "slurm" / "slurm-majors").read_text().splitlines()
+    assert sorted(line.split()[0] for line in listed if line.strip() and not line.startswith("#")) == list(TESTED_MAJORS)
+    assert SUPPORTED_MAJORS == ("24.11", "25.05", "25.11", "26.05")
+
+
+@pytest.mark.parametrize("output, allow_newer, supported, newer", [
+    # the images' own output: Debian's 24.11 (trixie) and 26.05 (forky)
+    ("slurm-wlm 24.11.5", False, True, False),
+    ("slurm-wlm 26.05.5", False, True, False),
+    ("slurm 25.05.3", False, True, False),              # between the two tested majors
+    ("slurm 24.05.8", False, False, False),             # older: no sackd on login's configuration, ...
+    ("slurm 22.05.8", True, False, False),              # allow_newer never lets an older major in
+    ("slurm 26.11.0", False, False, True),              # newer than the newest tested
+    ("slurm 27.05.1", True, True, True),                # ... accepted when the admin says so
+])
+def test_a_major_is_supported_between_the_oldest_and_newest_tested(output, allow_newer, supported, newer):
+    verdict = slurm_version_supported(output, allow_newer)
+    assert (verdict["supported"], verdict["newer"]) == (supported, newer)
+    assert verdict["version"] in verdict["reason"]
+    assert "Slurm 24.11 to 26.05, tested on 24.11 and 26.05" in verdict["reason"]
+    assert verdict["supported_majors"] == ["24.11", "25.05", "25.11", "26.05"]
+
+
+def test_the_reasons_say_what_to_do():
+    assert "this collection supports" in slurm_version_supported("slurm-wlm 24.11.5")["reason"]
+    older = slurm_version_supported("slurm 23.11.10")["reason"]
+    assert older.startswith("Slurm 23.11.10 is older than this collection supports") and "slurmctld_allow_newer_major" not in older
+    newer = slurm_version_supported("slurm 26.11.0")["reason"]
+    assert "set slurmctld_allow_newer_major: true to deploy it anyway" in newer
+    assert "deployed anyway because slurmctld_allow_newer_major is true" in slurm_version_supported("slurm 26.11.0", True)["reason"]
+
+
+@pytest.mark.parametrize("text", ["", "exec format error", "slurm 24.12.1"])
+def test_an_unreadable_version_is_not_supported_but_an_error(text):
+    with pytest.raises(AnsibleFilterError, match="slurmctld image"):
+        slurm_version_supported(text, True)
