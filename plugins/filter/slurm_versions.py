@@ -13,6 +13,10 @@ changes (tasks/version.yml); this filter only decides, from what `slurmctld -V` 
 The collection's configuration (slurm.conf, slurmdbd.conf, the entrypoint, sackd on login) is checked
 against the daemons of the majors in SUPPORTED_MAJORS; the role refuses other majors on a first
 deployment as on a change (slurm_version_supported), a newer one only unless the admin accepts it.
+
+Each component may have its own image (slurmd_image, login_image, ...). Slurm runs a mix of versions only
+in one order: slurmdbd no older than slurmctld, slurmctld no older than slurmd, slurmrestd and the commands
+(on login), each within the window of the newer one (slurm_images_supported).
 """
 
 from __future__ import annotations
@@ -36,6 +40,16 @@ SUPPORTED_MAJORS = _MAJORS[_MAJORS.index(TESTED_MAJORS[0]):_MAJORS.index(TESTED_
 _VERSION = re.compile(r"(?:^|\s)([0-9]{2}\.[0-9]{2})\.([0-9]+)(?:[-.+~][0-9A-Za-z.+~-]*)?\s*$")
 
 
+# who may be older than whom in one cluster (SchedMD's upgrade guide: slurmdbd first, then slurmctld, then
+# slurmd and the commands): (newer or equal, older or equal)
+_NO_NEWER_THAN = (("slurmdbd", "slurmctld"), ("slurmctld", "slurmd"), ("slurmctld", "slurmrestd"), ("slurmctld", "login"))
+
+
+def _window(major):
+    """How many major releases back a daemon of this major talks to and reads the state of."""
+    return 3 if _MAJORS.index(major) >= _MAJORS.index("24.11") else 2
+
+
 def _parse(text, what):
     match = _VERSION.search(str(text or "").strip())
     if not match:
@@ -55,7 +69,7 @@ def slurm_version_change(running, target):
     running_major, running_version = _parse(running, "running slurmctld image")
     target_major, target_version = _parse(target, "target slurmctld image")
     apart = _MAJORS.index(target_major) - _MAJORS.index(running_major)
-    window = 3 if _MAJORS.index(target_major) >= _MAJORS.index("24.11") else 2
+    window = _window(target_major)
     change = {"running": running_version, "target": target_version, "running_major": running_major,
               "target_major": target_major, "majors_apart": apart, "window": window}
     if apart < 0:
@@ -75,11 +89,11 @@ def slurm_version_change(running, target):
     return dict(change, supported=0 <= apart <= window, reason=reason)
 
 
-def slurm_version_supported(output, allow_newer=False):
+def slurm_version_supported(output, allow_newer=False, what="slurmctld image"):
     """From `slurmctld -V` of an image: a dict with its `version` and `major`, whether this collection
     deploys that major (`supported`: one of SUPPORTED_MAJORS, or a newer one when `allow_newer`), whether it
     is `newer` than the newest supported, the `supported_majors` and a sentence that says why (`reason`)."""
-    major, version = _parse(output, "slurmctld image")
+    major, version = _parse(output, what)
     first, last = SUPPORTED_MAJORS[0], SUPPORTED_MAJORS[-1]
     newer = _MAJORS.index(major) > _MAJORS.index(last)
     supported_text = "Slurm %s to %s, tested on %s" % (first, last, " and ".join(TESTED_MAJORS))
@@ -100,6 +114,48 @@ def slurm_version_supported(output, allow_newer=False):
             "supported": major in SUPPORTED_MAJORS or (newer and bool(allow_newer)), "reason": reason}
 
 
+def slurm_images_supported(images, outputs, allow_newer=False):
+    """From the Slurm images of a cluster (cluster_model.slurm_images: a list of `component` and `image`) and
+    what each image's `-V` printed (`outputs`, by image): whether this collection deploys every one
+    (slurm_version_supported) and Slurm runs them together (_NO_NEWER_THAN, within the newer one's window).
+    A dict with the `versions` by component, `supported` and a sentence that names the variables
+    (`<component>_image`), their images and versions (`reason`): the first refusal, else what each image runs."""
+    groups = {}
+    for entry in images:
+        groups.setdefault(entry["image"], []).append(entry["component"])
+    versions, majors, said = {}, {}, []
+    for image, components in groups.items():
+        names = ", ".join("%s_image" % component for component in components)
+        if image not in outputs:
+            raise AnsibleFilterError("no version was read from %s (%s)" % (names, image))
+        verdict = slurm_version_supported(outputs[image], allow_newer, "%s (%s)" % (names, image))
+        if not verdict["supported"]:
+            return {"versions": versions, "supported": False, "reason": "%s (%s): %s" % (names, image, verdict["reason"])}
+        said.append("%s (%s): %s" % (names, image, verdict["reason"]))
+        for component in components:
+            versions[component] = verdict["version"]
+            majors[component] = verdict["major"]
+    image_of = {entry["component"]: entry["image"] for entry in images}
+    for newer, older in _NO_NEWER_THAN:
+        if newer not in versions or older not in versions:
+            continue
+        apart = _MAJORS.index(majors[newer]) - _MAJORS.index(majors[older])
+        both = "%s_image (%s) runs Slurm %s and %s_image (%s) Slurm %s" % (
+            older, image_of[older], versions[older], newer, image_of[newer], versions[newer])
+        if apart < 0:
+            reason = ("%s: %s must not be newer than %s (Slurm runs slurmdbd no older than slurmctld, and slurmctld"
+                      " no older than slurmd, slurmrestd and the commands); use images of one version, or upgrade %s"
+                      " first" % (both, older, newer, newer))
+        elif apart > _window(majors[newer]):
+            reason = ("%s: %s talks to the previous %d major releases only (SchedMD's upgrade guide); use images"
+                      " of one version" % (both, newer, _window(majors[newer])))
+        else:
+            continue
+        return {"versions": versions, "supported": False, "reason": reason}
+    return {"versions": versions, "supported": True, "reason": "; ".join(said)}
+
+
 class FilterModule(object):
     def filters(self):
-        return {"slurm_version_change": slurm_version_change, "slurm_version_supported": slurm_version_supported}
+        return {"slurm_version_change": slurm_version_change, "slurm_version_supported": slurm_version_supported,
+                "slurm_images_supported": slurm_images_supported}

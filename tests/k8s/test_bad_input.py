@@ -279,7 +279,8 @@ def test_check_mode_of_a_new_instance_leaves_no_key_material_behind(deployment, 
     assert changed > 0   # what a first deploy would create, shown without creating it
     assert "TASK [hpc.slurm_k8s.secrets : Generate SSH host keys]" in proc.stdout
     assert "check mode: slurmctld would be deployed with hpc-slurm-k8s/slurm-daemon:%s; whether this collection and" \
-        " Slurm support its version is checked at the real run" % deployment.tag in proc.stdout, proc.stdout[-3000:]
+        " Slurm support the Slurm versions of the images is checked at the real run" % deployment.tag in proc.stdout, \
+        proc.stdout[-3000:]
     assert key_material(tmp_path) == []
     assert kube.writes_since(position, "slurm-fresh") == []
 
@@ -309,41 +310,72 @@ def test_a_missing_secret_of_the_deployed_instance_is_refused_and_restored(deplo
         == {pod["metadata"]["uid"] for pod in login.values()}
 
 
-def test_a_first_deployment_of_a_slurm_major_the_collection_does_not_support_is_refused(deployment, tmp_path):
-    """An image whose slurmctld says Slurm 27.05 (ours with `slurmctld -V` replaced): site.yml of a new instance
-    reads that from the image and stops before anything of Slurm exists, naming the supported majors and the
-    variable that accepts a newer one; with that variable the check lets the run go on."""
+def image_that_says(deployment, tmp_path, image, daemon, version):
+    """Our image `image` with `daemon -V` replaced by one that prints `slurm-wlm <version>`, loaded into the
+    local Kubernetes (nothing else of the image changes: the version check runs only that)."""
+    name = "hpc-slurm-k8s/%s:%s-says-%s" % (image, deployment.tag, version)
+    build = tmp_path / name.replace("/", "_").replace(":", "_")
+    build.mkdir()
+    (build / "Dockerfile").write_text("FROM hpc-slurm-k8s/%s:%s\nRUN printf '#!/bin/sh\\necho slurm-wlm %s\\n' > %s\n"
+                                      % (image, deployment.tag, version, daemon))
+    run(["docker", "build", "-q", "-t", name, str(build)], timeout=300)
+    run(LOCALKUBE + ["load-images", name], timeout=300)
+    return name
+
+
+def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_slurm_exists(deployment, tmp_path):
+    """Images whose daemons say another Slurm version (ours with `-V` replaced), on a first deployment: site.yml
+    reads the version of each image and stops before anything of Slurm exists, (1) for Slurm 27.05, naming the
+    supported majors and the variable that accepts a newer one, with which (2) the check lets the run go on,
+    and (3) for a slurmd image newer than slurmctld's, naming both variables and versions."""
     kube = deployment.kube
-    newer = "hpc-slurm-k8s/slurm-daemon:%s-says-27.05" % deployment.tag
-    (tmp_path / "Dockerfile").write_text(
-        "FROM hpc-slurm-k8s/slurm-daemon:%s\n"
-        "RUN printf '#!/bin/sh\\necho slurm-wlm 27.05.1\\n' > /usr/sbin/slurmctld\n" % deployment.tag)
-    run(["docker", "build", "-q", "-t", newer, str(tmp_path)], timeout=300)
-    run(LOCALKUBE + ["load-images", newer], timeout=300)
+    daemon_27 = image_that_says(deployment, tmp_path, "slurm-daemon", "/usr/sbin/slurmctld", "27.05.1")
+    node_27 = image_that_says(deployment, tmp_path, "slurm", "/usr/sbin/slurmd", "27.05.1")
+    node_26 = image_that_says(deployment, tmp_path, "slurm", "/usr/sbin/slurmd", "26.05.5")
+    labels = json.loads(run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}",
+                             "hpc-slurm-k8s/slurm-daemon:%s" % deployment.tag]).stdout)
+    version = labels["io.github.hpc-slurm-k8s.slurm.version"].split("-", 1)[0]   # 24.11.5-4+deb13u1 -> 24.11.5
     namespace = "slurm-newer"
     kube.delete_namespace(namespace)
-    variables = tmp_path / "newer.json"
-    variables.write_text(json.dumps(dict(deployment.variables, cluster_name="newer", slurmctld_image=newer)))
-    try:
+
+    def refused_before_slurm(images, *expected):
+        variables = tmp_path / "newer.json"
+        variables.write_text(json.dumps(dict(deployment.variables, cluster_name="newer", **images)))
         position = kube.audit_position()
         proc, _changed, _seconds = deployment.playbook("site", check=False, vars_file=variables)
         assert proc.returncode != 0
-        assert "refused: Slurm 27.05.1 is newer than this collection supports (Slurm 24.11 to 26.05, tested on 24.11" \
-            " and 26.05): its configuration has not been checked against Slurm 27.05's daemons" in proc.stdout \
-            and "set slurmctld_allow_newer_major: true to deploy it anyway" in proc.stdout \
-            and "Nothing of Slurm was created or changed" in proc.stdout, proc.stdout[-3000:]
-        # the Namespace (the cluster role's API check) and the pod that ran the image's slurmctld -V, nothing else
+        for text in expected + ("Nothing of Slurm was created or changed",):
+            assert text in proc.stdout, (text, proc.stdout[-3000:])
+        # the Namespace (the cluster role's API check) and the pod that ran the images' -V, nothing else
         written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name"))
                    for w in kube.writes_since(position, namespace)}
-        assert {resource for _verb, resource, _name in written} == {"namespaces", "pods"}, written
+        assert {resource for _verb, resource, _name in written} <= {"namespaces", "pods"}, written
         assert {name for _verb, resource, name in written if resource == "pods"} == {"slurm-version-check"}, written
         assert kube.get("pods", namespace=namespace)["items"] == []
+        return variables
 
-        # accepted: the check says so and the run goes on (--tags cluster: no daemon is started from an image that
-        # only pretends to be 27.05)
+    try:
+        newer = {"slurmctld_image": daemon_27, "slurmdbd_image": daemon_27, "slurmd_image": node_27, "login_image": node_27}
+        variables = refused_before_slurm(
+            newer, "refused: slurmctld_image, slurmdbd_image (%s): Slurm 27.05.1 is newer than this collection supports"
+            " (Slurm 24.11 to 26.05, tested on 24.11 and 26.05): its configuration has not been checked against Slurm"
+            " 27.05's daemons" % daemon_27, "set slurmctld_allow_newer_major: true to deploy it anyway")
+
+        # accepted: the check says so for each image and the run goes on (--tags cluster: no daemon is started from
+        # an image that only pretends to be 27.05)
         proc, _changed, _seconds = deployment.playbook("site", "--tags", "cluster", "-e", "slurmctld_allow_newer_major=true",
                                                        vars_file=variables)
-        assert "Slurm 27.05.1 is newer than this collection supports (Slurm 24.11 to 26.05, tested on 24.11 and" \
-            " 26.05); deployed anyway because slurmctld_allow_newer_major is true" in proc.stdout, proc.stdout[-3000:]
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        for image in (daemon_27, node_27):
+            assert "(%s): Slurm 27.05.1 is newer than this collection supports (Slurm 24.11 to 26.05, tested on 24.11" \
+                " and 26.05); deployed anyway because slurmctld_allow_newer_major is true" % image in proc.stdout, \
+                proc.stdout[-3000:]
+
+        # slurmd newer than slurmctld: Slurm does not run that mix, though both majors are supported
+        kube.delete_namespace(namespace)
+        refused_before_slurm(
+            {"slurmd_image": node_26},
+            "refused: slurmd_image (%s) runs Slurm 26.05.5 and slurmctld_image (hpc-slurm-k8s/slurm-daemon:%s) Slurm %s:"
+            " slurmd must not be newer than slurmctld" % (node_26, deployment.tag, version))
     finally:
         kube.delete_namespace(namespace)

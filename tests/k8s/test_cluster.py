@@ -96,8 +96,12 @@ def test_the_images_record_the_slurm_they_run(cluster):
         out = cluster.kube.exec(cluster.namespace, pod, "sh", "-c",
                                 "%s -V; cat /etc/apt/preferences.d/hpc-slurm-k8s-slurm" % daemon, container=daemon).stdout
         assert "slurm-wlm %s\n" % upstream in out and "Pin: version %s\n" % version in out, out
-    assert "Slurm %s: this collection supports Slurm 24.11 to 26.05, tested on 24.11 and 26.05" % upstream \
-        in cluster.first_run_output, cluster.first_run_output[-3000:]
+    # each image read once (slurmrestd is enabled here), named with the variables of the components that run it
+    node_image, daemon_image = images_of(cluster.tag)[:2]
+    for names, image in (("slurmctld_image, slurmdbd_image, slurmrestd_image", daemon_image),
+                         ("slurmd_image, login_image", node_image)):
+        assert "%s (%s): Slurm %s: this collection supports Slurm 24.11 to 26.05, tested on 24.11 and 26.05" \
+            % (names, image, upstream) in cluster.first_run_output, cluster.first_run_output[-3000:]
 
 
 def test_second_run_changes_nothing_and_writes_nothing(cluster):

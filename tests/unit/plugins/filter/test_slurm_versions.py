@@ -14,7 +14,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_versions import (
-    SUPPORTED_MAJORS, TESTED_MAJORS, slurm_version_change, slurm_version_supported)
+    SUPPORTED_MAJORS, TESTED_MAJORS, slurm_images_supported, slurm_version_change, slurm_version_supported)
 
 
 @pytest.mark.parametrize("running, target, apart, supported", [
@@ -91,3 +91,66 @@ def test_the_reasons_say_what_to_do():
 def test_an_unreadable_version_is_not_supported_but_an_error(text):
     with pytest.raises(AnsibleFilterError, match="slurmctld image"):
         slurm_version_supported(text, True)
+
+
+DAEMON = "hpc-slurm-k8s/slurm-daemon:1"
+NODE = "hpc-slurm-k8s/slurm:1"
+OTHER = "site/slurm:2"
+
+
+def _images(slurmd=NODE, login=NODE, slurmdbd=DAEMON, slurmrestd=None):
+    """cluster_model.slurm_images in its order (slurmrestd only when enabled)."""
+    images = [{"component": "slurmctld", "image": DAEMON}, {"component": "slurmdbd", "image": slurmdbd}]
+    images += [{"component": "slurmrestd", "image": slurmrestd}] if slurmrestd else []
+    return images + [{"component": "slurmd", "image": slurmd}, {"component": "login", "image": login}]
+
+
+@pytest.mark.parametrize("images, outputs, supported, said", [
+    # the defaults: the daemon image and the node image of one build
+    (_images(), {DAEMON: "slurm-wlm 24.11.5", NODE: "slurm-wlm 24.11.5"}, True,
+     "slurmctld_image, slurmdbd_image (%s): Slurm 24.11.5: this collection supports Slurm 24.11 to 26.05" % DAEMON),
+    # slurmd and the commands older than slurmctld, within its window (an upgrade in SchedMD's order)
+    (_images(slurmd=OTHER, login=OTHER), {DAEMON: "slurm-wlm 26.05.5", NODE: "x", OTHER: "slurm-wlm 24.11.5"}, True,
+     "slurmd_image, login_image (%s): Slurm 24.11.5" % OTHER),
+    # slurmd newer than slurmctld
+    (_images(slurmd=OTHER), {DAEMON: "slurm-wlm 24.11.5", NODE: "slurm-wlm 24.11.5", OTHER: "slurm-wlm 26.05.5"}, False,
+     "slurmd_image (%s) runs Slurm 26.05.5 and slurmctld_image (%s) Slurm 24.11.5: slurmd must not be newer than"
+     " slurmctld" % (OTHER, DAEMON)),
+    # the commands on login newer than slurmctld
+    (_images(login=OTHER), {DAEMON: "slurm-wlm 24.11.5", NODE: "slurm-wlm 24.11.5", OTHER: "slurm 25.05.1"}, False,
+     "login_image (%s) runs Slurm 25.05.1 and slurmctld_image" % OTHER),
+    # slurmdbd older than slurmctld
+    (_images(slurmdbd=OTHER), {DAEMON: "slurm-wlm 26.05.5", NODE: "slurm-wlm 26.05.5", OTHER: "slurm-wlm 24.11.5"}, False,
+     "slurmctld must not be newer than slurmdbd (Slurm runs slurmdbd no older than slurmctld, and slurmctld no older"
+     " than slurmd, slurmrestd and the commands); use images of one version, or upgrade slurmdbd first"),
+    # slurmrestd newer than slurmctld
+    (_images(slurmrestd=OTHER), {DAEMON: "slurm-wlm 24.11.5", NODE: "slurm-wlm 24.11.5", OTHER: "slurm 25.11.2"}, False,
+     "slurmrestd_image (%s) runs Slurm 25.11.2" % OTHER),
+    # slurmd four majors behind a newer-than-supported slurmctld the admin accepted: past its window
+    (_images(), {DAEMON: "slurm 26.11.0", NODE: "slurm-wlm 24.11.5"}, False,
+     "slurmctld talks to the previous 3 major releases only"),
+    # an unsupported major anywhere is refused first, naming the variables that use that image
+    (_images(slurmd=OTHER, login=OTHER), {DAEMON: "slurm-wlm 24.11.5", NODE: "x", OTHER: "slurm 23.11.10"}, False,
+     "slurmd_image, login_image (%s): Slurm 23.11.10 is older than this collection supports" % OTHER),
+])
+def test_the_images_of_a_cluster_run_together(images, outputs, supported, said):
+    verdict = slurm_images_supported(images, outputs, allow_newer=True)
+    assert verdict["supported"] is supported, verdict["reason"]
+    assert said in verdict["reason"]
+
+
+def test_each_component_gets_the_version_of_its_image():
+    verdict = slurm_images_supported(_images(slurmd=OTHER), {DAEMON: "slurm-wlm 26.05.5", NODE: "slurm-wlm 26.05.5",
+                                                             OTHER: "slurm 25.05.3"})
+    assert verdict["versions"] == {"slurmctld": "26.05.5", "slurmdbd": "26.05.5", "slurmd": "25.05.3", "login": "26.05.5"}
+    assert verdict["supported"]
+    # a newer major unless the admin accepts it
+    refused = slurm_images_supported(_images(), {DAEMON: "slurm 26.11.0", NODE: "slurm 26.11.0"})
+    assert not refused["supported"] and "set slurmctld_allow_newer_major: true" in refused["reason"]
+
+
+def test_an_image_whose_version_was_not_read_is_an_error():
+    with pytest.raises(AnsibleFilterError, match="no version was read from slurmd_image, login_image"):
+        slurm_images_supported(_images(), {DAEMON: "slurm-wlm 24.11.5"})
+    with pytest.raises(AnsibleFilterError, match=r"slurmd_image, login_image \(%s\)" % NODE):
+        slurm_images_supported(_images(), {DAEMON: "slurm-wlm 24.11.5", NODE: "exec format error"})
