@@ -14,9 +14,10 @@ The collection's configuration (slurm.conf, slurmdbd.conf, the entrypoint, sackd
 against the daemons of the majors in SUPPORTED_MAJORS; the role refuses other majors on a first
 deployment as on a change (slurm_version_supported), a newer one only unless the admin accepts it.
 
-Each component may have its own image (slurmd_image, login_image, ...). Slurm runs a mix of versions only
-in one order: slurmdbd no older than slurmctld, slurmctld no older than slurmd, slurmrestd and the commands
-(on login), each within the window of the newer one (slurm_images_supported).
+Each component may have its own image (slurmd_image, login_image, each burst group's, ...). Slurm runs a mix
+of versions only in one order: slurmdbd no older than slurmctld, slurmctld no older than slurmd (the
+always-on workers and the burst groups), slurmrestd and the commands (on login), each within the window of
+the newer one (slurm_images_supported).
 """
 
 from __future__ import annotations
@@ -115,17 +116,21 @@ def slurm_version_supported(output, allow_newer=False, what="slurmctld image"):
 
 
 def slurm_images_supported(images, outputs, allow_newer=False):
-    """From the Slurm images of a cluster (cluster_model.slurm_images: a list of `component` and `image`) and
-    what each image's `-V` printed (`outputs`, by image): whether this collection deploys every one
-    (slurm_version_supported) and Slurm runs them together (_NO_NEWER_THAN, within the newer one's window).
-    A dict with the `versions` by component, `supported` and a sentence that names the variables
-    (`<component>_image`), their images and versions (`reason`): the first refusal, else what each image runs."""
+    """From the Slurm images of a cluster (cluster_model.slurm_images: a list of `component` and `image`, and
+    optionally the `variable` that sets the image, default `<component>_image`, and the component it runs
+    as, `runs_as`: a burst group's pods run slurmd) and what each image's `-V` printed (`outputs`, by image):
+    whether this collection deploys every one (slurm_version_supported) and Slurm runs them together
+    (_NO_NEWER_THAN, within the newer one's window). A dict with the `versions` by component, `supported` and a
+    sentence that names the variables, their images and versions (`reason`): the first refusal, else what
+    each image runs."""
     groups = {}
+    variable = {}
     for entry in images:
         groups.setdefault(entry["image"], []).append(entry["component"])
+        variable[entry["component"]] = entry.get("variable") or "%s_image" % entry["component"]
     versions, majors, said = {}, {}, []
     for image, components in groups.items():
-        names = ", ".join("%s_image" % component for component in components)
+        names = ", ".join(variable[component] for component in components)
         if image not in outputs:
             raise AnsibleFilterError("no version was read from %s (%s)" % (names, image))
         verdict = slurm_version_supported(outputs[image], allow_newer, "%s (%s)" % (names, image))
@@ -136,22 +141,23 @@ def slurm_images_supported(images, outputs, allow_newer=False):
             versions[component] = verdict["version"]
             majors[component] = verdict["major"]
     image_of = {entry["component"]: entry["image"] for entry in images}
-    for newer, older in _NO_NEWER_THAN:
-        if newer not in versions or older not in versions:
-            continue
-        apart = _MAJORS.index(majors[newer]) - _MAJORS.index(majors[older])
-        both = "%s_image (%s) runs Slurm %s and %s_image (%s) Slurm %s" % (
-            older, image_of[older], versions[older], newer, image_of[newer], versions[newer])
-        if apart < 0:
-            reason = ("%s: %s must not be newer than %s (Slurm runs slurmdbd no older than slurmctld, and slurmctld"
-                      " no older than slurmd, slurmrestd and the commands); use images of one version, or upgrade %s"
-                      " first" % (both, older, newer, newer))
-        elif apart > _window(majors[newer]):
-            reason = ("%s: %s talks to the previous %d major releases only (SchedMD's upgrade guide); use images"
-                      " of one version" % (both, newer, _window(majors[newer])))
-        else:
-            continue
-        return {"versions": versions, "supported": False, "reason": reason}
+    runs_as = {entry["component"]: entry.get("runs_as") or entry["component"] for entry in images}
+    for newer_kind, older_kind in _NO_NEWER_THAN:
+        for newer, older in ((newer, older) for newer in versions for older in versions
+                             if runs_as[newer] == newer_kind and runs_as[older] == older_kind):
+            apart = _MAJORS.index(majors[newer]) - _MAJORS.index(majors[older])
+            both = "%s (%s) runs Slurm %s and %s (%s) Slurm %s" % (
+                variable[older], image_of[older], versions[older], variable[newer], image_of[newer], versions[newer])
+            if apart < 0:
+                reason = ("%s: %s must not be newer than %s (Slurm runs slurmdbd no older than slurmctld, and"
+                          " slurmctld no older than slurmd, slurmrestd and the commands); use images of one version,"
+                          " or upgrade %s first" % (both, older, newer, newer))
+            elif apart > _window(majors[newer]):
+                reason = ("%s: %s talks to the previous %d major releases only (SchedMD's upgrade guide); use images"
+                          " of one version" % (both, newer, _window(majors[newer])))
+            else:
+                continue
+            return {"versions": versions, "supported": False, "reason": reason}
     return {"versions": versions, "supported": True, "reason": "; ".join(said)}
 
 

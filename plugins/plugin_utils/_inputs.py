@@ -731,7 +731,8 @@ ROLE_OUTPUTS = frozenset({
     "cluster_model", "cluster_api_auth", "cluster_preflight_passed",
     "config_checksums", "database_connection", "resources_changed_by", "secrets_checksums", "secrets_rotating",
     "powersave_node_count", "powersave_slurm_conf", "powersave_slurm_conf_lines", "powersave_slurm_conf_nodes",
-    "powersave_slurm_conf_partitions", "powersave_slurmctld_volume_mounts", "powersave_slurmctld_volumes",
+    "powersave_slurm_conf_partitions", "powersave_slurm_images", "powersave_slurmctld_volume_mounts",
+    "powersave_slurmctld_volumes",
 })
 
 # Variables that Azimuth's CaaS operator passes to every cluster type (they share our prefix cluster_).

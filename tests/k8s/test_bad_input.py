@@ -327,7 +327,8 @@ def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_
     """Images whose daemons say another Slurm version (ours with `-V` replaced), on a first deployment: site.yml
     reads the version of each image and stops before anything of Slurm exists, (1) for Slurm 27.05, naming the
     supported majors and the variable that accepts a newer one, with which (2) the check lets the run go on,
-    and (3) for a slurmd image newer than slurmctld's, naming both variables and versions."""
+    (3) for a slurmd image newer than slurmctld's, naming both variables and versions, and (4) for a burst
+    group's image newer than slurmctld's, naming the group's variable."""
     kube = deployment.kube
     daemon_27 = image_that_says(deployment, tmp_path, "slurm-daemon", "/usr/sbin/slurmctld", "27.05.1")
     node_27 = image_that_says(deployment, tmp_path, "slurm", "/usr/sbin/slurmd", "27.05.1")
@@ -377,5 +378,12 @@ def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_
             {"slurmd_image": node_26},
             "refused: slurmd_image (%s) runs Slurm 26.05.5 and slurmctld_image (hpc-slurm-k8s/slurm-daemon:%s) Slurm %s:"
             " slurmd must not be newer than slurmctld" % (node_26, deployment.tag, version))
+
+        # (4) the same for a burst group's own image: its pods run slurmd, made later by slurm-k8s-power
+        kube.delete_namespace(namespace)
+        refused_before_slurm(
+            {"powersave_groups": [{"name": "gpu", "count": 1, "cpus": 1, "memory_mib": 512, "image": node_26}]},
+            "refused: powersave_groups[gpu].image (%s) runs Slurm 26.05.5 and slurmctld_image (hpc-slurm-k8s/slurm-daemon:%s)"
+            " Slurm %s: burst-gpu must not be newer than slurmctld" % (node_26, deployment.tag, version))
     finally:
         kube.delete_namespace(namespace)

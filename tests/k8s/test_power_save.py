@@ -38,9 +38,13 @@ def cluster(kube, tmp_path_factory):
                                  "resume_timeout": RESUME_TIMEOUT}])
     kube.build_and_load_images(tag)
     kube.delete_namespace(deployment.namespace)
-    _proc, changed, seconds = deployment.site()
+    proc, changed, seconds = deployment.site()
     deployment.timings["site_s"] = seconds
     assert changed > 0
+    # the burst group's image (powersave_image: the node image) was version-checked with the workers' before
+    # any pod existed
+    assert "slurmd_image, login_image, powersave_image (hpc-slurm-k8s/slurm:%s): Slurm " % tag in proc.stdout, \
+        proc.stdout[-3000:]
     yield deployment
     print("\npower timings: %s" % json.dumps({k: round(v, 1) for k, v in deployment.timings.items()}))
     if os.environ.get("KEEP_E2E") != "1":
@@ -123,9 +127,15 @@ def test_a_new_pod_template_powers_a_busy_burst_node_down_only_after_its_job(clu
     before = cluster.kube.get("pod", node, cluster.namespace)
     group = dict(cluster.variables["powersave_groups"][0], cpu_request="60m")
     cluster.save(powersave_groups=[group])
+    position = cluster.kube.audit_position()
     proc, changed, seconds = cluster.site()
     cluster.timings["site_new_burst_template_s"] = seconds
     assert changed > 0
+    # the group's image is the one its template has already (read from the ConfigMap): no version check pod
+    written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name"))
+               for w in cluster.kube.writes_since(position, cluster.namespace)}
+    assert not [write for write in written if write[1] == "pods" and (write[0] == "create" or write[2] == "slurm-version-check")], \
+        written
     assert "TASK [hpc.slurm_k8s.powersave : Power down once their jobs end (Slurm then deletes their pods) %s]" % node \
         in proc.stdout, proc.stdout[-3000:]
     # the pod runs on under its job; the node takes no new job and powers down after it

@@ -139,6 +139,35 @@ def test_the_images_of_a_cluster_run_together(images, outputs, supported, said):
     assert said in verdict["reason"]
 
 
+def _burst(name, image, variable="powersave_image"):
+    """An entry of the powersave role's powersave_slurm_images (a burst group's pods run slurmd)."""
+    return {"component": "burst-" + name, "image": image, "variable": variable, "runs_as": "slurmd"}
+
+
+@pytest.mark.parametrize("burst, outputs, supported, said", [
+    # the default: the node image, named once with the variables that use it
+    (_burst("gpu", NODE), {DAEMON: "slurm-wlm 24.11.5", NODE: "slurm-wlm 24.11.5"}, True,
+     "slurmd_image, login_image, powersave_image (%s): Slurm 24.11.5" % NODE),
+    # a group's own image, older than slurmctld within its window
+    (_burst("gpu", OTHER, "powersave_groups[gpu].image"),
+     {DAEMON: "slurm-wlm 26.05.5", NODE: "slurm-wlm 26.05.5", OTHER: "slurm-wlm 24.11.5"}, True,
+     "powersave_groups[gpu].image (%s): Slurm 24.11.5" % OTHER),
+    # newer than slurmctld, like slurmd: named by the group's variable
+    (_burst("gpu", OTHER, "powersave_groups[gpu].image"),
+     {DAEMON: "slurm-wlm 24.11.5", NODE: "slurm-wlm 24.11.5", OTHER: "slurm-wlm 26.05.5"}, False,
+     "powersave_groups[gpu].image (%s) runs Slurm 26.05.5 and slurmctld_image (%s) Slurm 24.11.5: burst-gpu must not"
+     " be newer than slurmctld" % (OTHER, DAEMON)),
+    # past the window of a newer slurmctld the admin accepted
+    (_burst("big", OTHER), {DAEMON: "slurm 26.11.0", NODE: "slurm 26.11.0", OTHER: "slurm-wlm 24.11.5"}, False,
+     "powersave_image (%s) runs Slurm 24.11.5 and slurmctld_image (%s) Slurm 26.11.0: slurmctld talks to the previous"
+     " 3 major releases only" % (OTHER, DAEMON)),
+])
+def test_burst_groups_run_as_slurmd(burst, outputs, supported, said):
+    verdict = slurm_images_supported(_images() + [burst], outputs, allow_newer=True)
+    assert verdict["supported"] is supported, verdict["reason"]
+    assert said in verdict["reason"]
+
+
 def test_each_component_gets_the_version_of_its_image():
     verdict = slurm_images_supported(_images(slurmd=OTHER), {DAEMON: "slurm-wlm 26.05.5", NODE: "slurm-wlm 26.05.5",
                                                              OTHER: "slurm 25.05.3"})
