@@ -359,7 +359,9 @@ def test_rolling_upgrade_keeps_scheduling_and_waits_for_each_workers_job(cluster
     assert _when(pod["metadata"]["creationTimestamp"]) >= _when(ended), "slurmd-0 replaced before its job ended"
     assert set(s for s, _r in cluster.nodes().values()) == {"idle"} and sorted(cluster.nodes()) == ["slurmd-0", "slurmd-1"]
     assert re.search(r"node\(s\) back with Slurm %s\.[0-9]+" % NEW_MAJOR, proc.stdout)
-    # as a user on the login node (slurmctld's NetworkPolicy admits only 6817: no srun I/O there)
+    # as a user on the login node (slurmctld's NetworkPolicy admits only 6817: no srun I/O there). The upgrade
+    # replaced the login pod (Recreate): kube-proxy forwards the NodePort to the new one moments after it is Ready
+    cluster.wait_for_login()
     assert sorted(cluster.ssh("srun -N2 hostname").stdout.split()) == ["slurmd-0", "slurmd-1"]   # task order is not defined
 
 

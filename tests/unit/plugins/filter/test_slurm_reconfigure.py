@@ -30,7 +30,8 @@ LINES = {
              "LastBusyTime=2026-12-04T16:50:47 ResumeAfterTime=None SuspendTime=INFINITE "
              "CfgTRES=cpu=2,mem=921M,billing=2 AllocTRES=cpu=1,mem=256M CurrentWatts=0 AveWatts=0",
 }
-OLD, NEW = "2026-12-05T01:26:26", "2026-12-05T01:27:52"
+OLD = "2026-12-05T01:26:26"   # SlurmdStartTime before the reconfigure
+NEW = "2026-12-05T01:27:52"   # and once the slurmd re-executed
 
 
 def show(version, *nodes):
