@@ -24,6 +24,7 @@ shows no SlurmdStartTime (None). That is "not yet", not "done".
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_nodes import parse_oneliner, parse_state
 
 # state words (base state or flag, lower case) of a node whose slurmd the reconfigure does not reach
 _UNREACHED = frozenset((
@@ -42,20 +43,13 @@ def _nodes(output, what):
     for line in output.splitlines():
         if not line.startswith("NodeName="):
             continue
-        fields = {}
-        for token in line.split():
-            key, sep, value = token.partition("=")
-            if sep and key not in fields:
-                fields[key] = value
-        words = set()
-        for word in fields.get("State", "").split("+"):
-            word = word.strip().lower()
-            # sinfo's suffixes, which older scontrol also printed: IDLE* is not responding, IDLE~ powered down
-            words.update(_SUFFIXES[char] for char in word if char in _SUFFIXES)
-            words.add(word.rstrip("".join(_SUFFIXES) + "$@^-"))
+        fields = parse_oneliner(line, ("NodeName", "State", "SlurmdStartTime"))
+        base, flags = parse_state(fields.get("State", ""))
+        # sinfo's suffixes, which older scontrol also printed: IDLE* is not responding, IDLE~ powered down
+        words = {base, *flags} | {_SUFFIXES[char] for char in fields.get("State", "") if char in _SUFFIXES}
         start = fields.get("SlurmdStartTime")
         start = None if start in (None, "", "None", "Unknown") else start
-        nodes[fields["NodeName"]] = (not words & _UNREACHED and bool(words - {""}), start)
+        nodes[fields["NodeName"]] = (not words & _UNREACHED, start)
     return nodes
 
 
