@@ -127,6 +127,26 @@ class ActionModule(ActionBase):
         except Exception as error:  # the lookup raises AnsibleError and the client's own errors alike
             raise AnsibleActionFail("%s: %s" % (step, error)) from None
 
+    def _served(self, definition):
+        """Whether the API serves the kind of `definition`. Kubernetes' own API groups (no dot, or under
+        k8s.io) always do, with no read; a custom resource's kind is looked up (the object by name), and only
+        "no such kind" means no: any other error stops everything."""
+        group = definition["apiVersion"].rpartition("/")[0]
+        if "." not in group or group.endswith(".k8s.io"):
+            return True
+        meta = definition["metadata"]
+        query = {"api_version": definition["apiVersion"], "kind": definition["kind"], "resource_name": meta["name"]}
+        if meta.get("namespace"):
+            query["namespace"] = meta["namespace"]
+        try:
+            lookup_loader.get("kubernetes.core.k8s", loader=self._loader, templar=self._templar).run(
+                [], variables=self._task_vars, **dict(query, **self._auth))
+        except Exception as error:  # the client's ResourceNotFoundError, as raised or wrapped by the lookup
+            if type(error).__name__ == "ResourceNotFoundError" or "No matches found for" in str(error):
+                return False
+            raise AnsibleActionFail("reading %s: %s" % (_name(definition), error)) from None
+        return True
+
     def _live(self, stamped):
         live = []
         for read in k8s_reads(stamped):
@@ -189,7 +209,10 @@ class ActionModule(ActionBase):
     def _absent(self, definitions, wait, report):
         """Delete what exists, in order: kubernetes.core.k8s reads first, so a missing object costs no
         write. Foreground propagation with wait: an object is gone only once its dependents are (a
-        StatefulSet's pods have stopped, their preStop hooks have run)."""
+        StatefulSet's pods have stopped, their preStop hooks have run). An object of a kind the cluster does
+        not serve (a custom resource whose CustomResourceDefinition is not installed) does not exist:
+        kubernetes.core.k8s would fail on its kind, so it is left out."""
+        definitions = [d for d in definitions if self._served(d)]
         for group in (_secrets(definitions), _plain(definitions)):
             if group:
                 report["deleted"] += self._module("deleting %s" % ", ".join(map(_name, group)), "kubernetes.core.k8s", {

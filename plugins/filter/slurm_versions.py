@@ -161,7 +161,49 @@ def slurm_images_supported(images, outputs, allow_newer=False):
     return {"versions": versions, "supported": True, "reason": "; ".join(said)}
 
 
+def slurm_images_running(images, running):
+    """The images the components of `images` (cluster_model.slurm_images and the burst groups') run now and
+    will not run after the change: from `running` (component -> image of its StatefulSet, Deployment or pod
+    template), each component whose running image differs from its target one, as an entry like those of
+    `images` (`component` was-<component>, the component's `version_command` and `runs_as`, and `variable`
+    naming the pods). slurmctld is left out: the version check reads its running image anyway when it
+    changes (`running`)."""
+    entries = []
+    for entry in images:
+        now = running.get(entry["component"])
+        if entry["component"] == "slurmctld" or not now or now == entry["image"]:
+            continue
+        entries.append({"component": "was-%s" % entry["component"], "image": now,
+                        "version_command": entry["version_command"],
+                        "runs_as": entry.get("runs_as") or entry["component"],
+                        "variable": "the %s pods running now" % entry["component"]})
+    return entries
+
+
+def slurm_images_at_least(images, outputs, major):
+    """Whether every image of `images` (entries as for slurm_images_supported) runs Slurm `major` or newer,
+    from what each image's `-V` printed (`outputs`, by image): a dict with `supported` and `older`, one
+    sentence per image that does not ('slurmd_image (IMAGE) runs Slurm 24.11.5'), the variables of one image
+    together. A feature whose slurm.conf key an older Slurm does not know needs this of every image that
+    reads slurm.conf: an older parser stops at an unknown key (24.11's commands and daemons: "Parsing error at
+    unrecognized key")."""
+    if major not in _MAJORS:
+        raise AnsibleFilterError("%r is not a Slurm major release" % (major,))
+    groups = {}
+    for entry in images:
+        groups.setdefault(entry["image"], []).append(entry.get("variable") or "%s_image" % entry["component"])
+    older = []
+    for image, names in groups.items():
+        if image not in outputs:
+            raise AnsibleFilterError("no version was read from %s (%s)" % (", ".join(names), image))
+        image_major, version = _parse(outputs[image], "%s (%s)" % (", ".join(names), image))
+        if _MAJORS.index(image_major) < _MAJORS.index(major):
+            older.append("%s (%s) runs Slurm %s" % (", ".join(names), image, version))
+    return {"supported": not older, "older": older}
+
+
 class FilterModule(object):
     def filters(self):
         return {"slurm_version_change": slurm_version_change, "slurm_version_supported": slurm_version_supported,
-                "slurm_images_supported": slurm_images_supported}
+                "slurm_images_supported": slurm_images_supported, "slurm_images_running": slurm_images_running,
+                "slurm_images_at_least": slurm_images_at_least}

@@ -34,7 +34,8 @@ description:
   - With O(wait), each apply waits for its objects, and the unchanged workloads (Deployment, StatefulSet,
     DaemonSet) whose live object is not rolled out and ready are waited for (reads only).
   - With O(state=absent), the objects that exist are deleted in the order given, with foreground
-    propagation, Secrets first.
+    propagation, Secrets first. An object of a kind the cluster does not serve (a custom resource whose
+    CustomResourceDefinition is not installed) does not exist and is left out.
   - The result names objects only, never a Secret's content; a failure names the step and leaves out its
     details when they quote a value of a Secret.
 options:

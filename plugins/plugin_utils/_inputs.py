@@ -421,6 +421,8 @@ _SLURMDBD_FORBIDDEN = {key: "comes from the database role (database_*), not slur
 # derive these keys from it)
 _AUTH_FORBIDDEN = {key: "comes from cluster_auth_type (munge or slurm), one setting for every daemon"
                    for key in ("AuthType", "CredType")}
+# MetricsType follows cluster_metrics_enabled, whose image check an override would bypass
+_METRICS_FORBIDDEN = {"MetricsType": "comes from cluster_metrics_enabled (checked against the Slurm version of every image)"}
 _TOLERATION = record({
     "key": _empty_or(LABEL_KEY, "empty or a label key"),
     "operator": _pattern(r"Exists|Equal", "Exists or Equal"),
@@ -568,9 +570,10 @@ RULES = {
     "cluster_slurmrestd_enabled": _any,
     "cluster_auth_type": _any,
     "cluster_configless": _any,
+    "cluster_metrics_enabled": _any,
     # config
     "config_slurm_conf_default": slurm_conf("slurm.conf", _SLURM_CONF_FORBIDDEN),
-    "config_slurm_conf": slurm_conf("slurm.conf", {**_SLURM_CONF_FORBIDDEN, **_AUTH_FORBIDDEN}),
+    "config_slurm_conf": slurm_conf("slurm.conf", {**_SLURM_CONF_FORBIDDEN, **_AUTH_FORBIDDEN, **_METRICS_FORBIDDEN}),
     "config_nodesets": list_of(slurm_conf("a NodeSet line of slurm.conf", first="NodeSet", fields={"Nodes": HOSTLIST})),
     "config_nodes": list_of(slurm_conf("a NodeName line of slurm.conf", first="NodeName")),
     "config_partitions": list_of(slurm_conf("a PartitionName line of slurm.conf", first="PartitionName",
@@ -655,6 +658,13 @@ RULES = {
     "slurmctld_wait_timeout": _TIMEOUT,
     "slurmctld_health_accounting": _any,
     "slurmctld_termination_grace_period": _GRACE,
+    "slurmctld_metrics_paths": list_of(_any),
+    "slurmctld_metrics_scraper_pod_labels": dict_of(LABEL_KEY, LABEL_VALUE, "label"),
+    "slurmctld_metrics_scraper_namespace_labels": dict_of(LABEL_KEY, LABEL_VALUE, "label"),
+    "slurmctld_metrics_service_monitor": _any,
+    "slurmctld_metrics_service_monitor_labels": dict_of(LABEL_KEY, LABEL_VALUE, "label"),
+    "slurmctld_metrics_scrape_interval": _pattern(r"([0-9]+(ms|s|m|h))+", "a Prometheus duration such as 30s or 1m", 32),
+    "slurmctld_metrics_dashboard": _any,
     # slurmrestd
     "slurmrestd_image": IMAGE,
     "slurmrestd_replicas": _int_range(1, 100, " pods"),

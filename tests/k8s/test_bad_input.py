@@ -328,7 +328,8 @@ def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_
     reads the version of each image and stops before anything of Slurm exists, (1) for Slurm 27.05, naming the
     supported majors and the variable that accepts a newer one, with which (2) the check lets the run go on,
     (3) for a slurmd image newer than slurmctld's, naming both variables and versions, and (4) for a burst
-    group's image newer than slurmctld's, naming the group's variable."""
+    group's image newer than slurmctld's, naming the group's variable, and (5) for metrics with the 24.11 images,
+    whose slurm.conf parser stops at MetricsType."""
     kube = deployment.kube
     daemon_27 = image_that_says(deployment, tmp_path, "slurm-daemon", "/usr/sbin/slurmctld", "27.05.1")
     node_27 = image_that_says(deployment, tmp_path, "slurm", "/usr/sbin/slurmd", "27.05.1")
@@ -385,5 +386,13 @@ def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_
             {"powersave_groups": [{"name": "gpu", "count": 1, "cpus": 1, "memory_mib": 512, "image": node_26}]},
             "refused: powersave_groups[gpu].image (%s) runs Slurm 26.05.5 and slurmctld_image (hpc-slurm-k8s/slurm-daemon:%s)"
             " Slurm %s: burst-gpu must not be newer than slurmctld" % (node_26, deployment.tag, version))
+
+        # (5) metrics need Slurm 25.11 or newer in every image: the module's images are 24.11
+        kube.delete_namespace(namespace)
+        refused_before_slurm(
+            {"cluster_metrics_enabled": True},
+            "refused: cluster_metrics_enabled needs Slurm 25.11 or newer in every Slurm image",
+            "slurmctld_image, slurmdbd_image (hpc-slurm-k8s/slurm-daemon:%s) runs Slurm %s; slurmd_image, login_image"
+            " (hpc-slurm-k8s/slurm:%s) runs Slurm %s" % (deployment.tag, version, deployment.tag, version))
     finally:
         kube.delete_namespace(namespace)

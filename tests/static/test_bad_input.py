@@ -41,6 +41,14 @@ CASES = [
     ("auth-type-unknown", {"cluster_auth_type": "kerberos"}, "cluster_auth_type"),
     ("auth-type-in-slurm-conf", {"config_slurm_conf": {"AuthType": "auth/none"}},
      "comes from cluster_auth_type (munge or slurm), one setting for every daemon"),
+    # MetricsType only through cluster_metrics_enabled, whose check of every image's Slurm version an override
+    # would bypass (24.11's daemons and commands stop at the key)
+    ("metrics-type-in-slurm-conf", {"config_slurm_conf": {"MetricsType": "metrics/openmetrics"}},
+     "config_slurm_conf key 'MetricsType': comes from cluster_metrics_enabled"),
+    ("metrics-scrape-interval-invalid", {"cluster_metrics_enabled": True, "slurmctld_metrics_scrape_interval": "30 s"},
+     "slurmctld_metrics_scrape_interval"),
+    ("metrics-path-unknown", {"cluster_metrics_enabled": True, "slurmctld_metrics_paths": ["jobs", "users"]},
+     "slurmctld_metrics_paths"),
     ("auth-key-as-extra-file", {"config_extra_files": {"slurm.jwks": '{"keys": []}'}},
      "is auth/slurm's key, never in a ConfigMap"),
     ("auth-rotation-with-munge", {"secrets_rotation": {"auth": "2026-12"}},

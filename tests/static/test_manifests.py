@@ -88,11 +88,66 @@ def test_manifests_match_the_kubernetes_schemas_strictly(renders, value_set):
     assert len(renders[value_set].burst_pods()) == len(power_groups(value_set))
     for version in versions:
         for path, doc in docs.items():
+            if (doc["apiVersion"], doc["kind"]) in CRD_SCHEMAS:
+                continue
             try:
                 utils.validate(doc, version, strict=True)
             except (utils.ValidationError, utils.SchemaNotFoundError) as exc:
                 errors.append("%s (Kubernetes %s): %s" % (path, version, getattr(exc, "message", exc)))
+    # the kinds of an operator: the schema of its CustomResourceDefinition, with unknown fields refused (the API
+    # server would drop them silently)
+    for path, doc in docs.items():
+        schema = CRD_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+        if schema is not None:
+            errors += ["%s: %s" % (path, error) for error in crd_errors(doc, schema)]
     assert not errors, "\n".join(errors[:40])
+
+
+def _crd_schemas():
+    """(apiVersion, kind) -> openAPIV3Schema of the CustomResourceDefinitions in tests/support/crds."""
+    schemas = {}
+    for crd_file in sorted((ROOT / "tests" / "support" / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(crd_file.read_text())
+        for version in crd["spec"]["versions"]:
+            schemas[("%s/%s" % (crd["spec"]["group"], version["name"]), crd["spec"]["names"]["kind"])] = \
+                version["schema"]["openAPIV3Schema"]
+    return schemas
+
+
+CRD_SCHEMAS = _crd_schemas()
+
+
+def crd_errors(doc, schema):
+    """What the schema of a CustomResourceDefinition refuses in `doc`, and the fields it does not know."""
+    import jsonschema  # pylint: disable=import-outside-toplevel
+    errors = ["%s: %s" % ("/".join(map(str, e.absolute_path)), e.message)
+              for e in jsonschema.Draft4Validator(schema).iter_errors(doc)]
+
+    def unknown(node, node_schema, where):
+        if isinstance(node, dict) and node_schema.get("type") == "object" and "properties" in node_schema:
+            for key, value in node.items():
+                if key not in node_schema["properties"]:
+                    if not node_schema.get("x-kubernetes-preserve-unknown-fields"):
+                        errors.append("%s/%s: unknown field" % (where, key))
+                else:
+                    unknown(value, node_schema["properties"][key], "%s/%s" % (where, key))
+        elif isinstance(node, list) and "items" in node_schema:
+            for index, item in enumerate(node):
+                unknown(item, node_schema["items"], "%s[%d]" % (where, index))
+    unknown({k: v for k, v in doc.items() if k not in ("apiVersion", "kind", "metadata")}, schema, "")
+    return errors
+
+
+def test_crd_schema_check_refuses_a_misspelled_field():
+    monitor = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": {"name": "m"},
+               "spec": {"selector": {"matchLabels": {"a": "b"}}, "endpoints": [{"port": "metrics", "path": "/metrics/jobs"}]}}
+    schema = CRD_SCHEMAS[("monitoring.coreos.com/v1", "ServiceMonitor")]
+    assert crd_errors(monitor, schema) == []
+    monitor["spec"]["endpoints"][0]["intervall"] = "30s"
+    monitor["spec"]["endpoints"].append({"port": "metrics", "scheme": "gopher"})
+    errors = crd_errors(monitor, schema)
+    assert any("/spec/endpoints[0]/intervall: unknown field" in e for e in errors), errors
+    assert any("gopher" in e for e in errors), errors
 
 
 def test_strict_validation_rejects_a_misspelled_field(renders):
@@ -333,13 +388,27 @@ def _selects(selector, labels):
     return True
 
 
+# a peer's labels under this key: the labels of its namespace, when it is a pod of another namespace
+NAMESPACE = "<namespace>"
+
+
+def in_namespace(labels, namespace):
+    """The labels of a pod of another namespace (named `namespace`, as the API server labels it)."""
+    return dict(labels, **{NAMESPACE: {"kubernetes.io/metadata.name": namespace}})
+
+
 def _peer_matches(peer, labels):
-    """labels None = an address outside the namespace's pods."""
+    """labels None = an address outside the cluster's pods; a pod of another namespace has its namespace's
+    labels under NAMESPACE (in_namespace)."""
     if "ipBlock" in peer:
         return True  # only 0.0.0.0/0 and ::/0 are rendered: they match pod addresses too
-    if "namespaceSelector" in peer:
+    if labels is None:
         return False
-    return labels is not None and _selects(peer.get("podSelector") or {}, labels)
+    pod = {key: value for key, value in labels.items() if key != NAMESPACE}
+    if "namespaceSelector" in peer:
+        namespace = labels.get(NAMESPACE, {"kubernetes.io/metadata.name": "the-instance-namespace"})
+        return _selects(peer["namespaceSelector"], namespace) and _selects(peer.get("podSelector") or {}, pod)
+    return NAMESPACE not in labels and _selects(peer.get("podSelector") or {}, pod)
 
 
 def _port_matches(rule, port, protocol):
@@ -406,6 +475,20 @@ def test_network_policies(renders, value_set):
                   ("in", db if "mariadb" in pods else restd, restd, 3306, False),
                   ("out", restd, ctld, 6817, True), ("out", restd, dbd, 6819, True), ("out", restd, None, 53, True),
                   ("out", restd, slurmd, 6818, False), ("out", restd, None, 443, False), ("out", restd, None, 3306, False)]
+    # the scrapers of Slurm's metrics reach slurmctld's port, from the namespaces allowed, and nothing else
+    scraper_labels = values.get("slurmctld_metrics_scraper_pod_labels", {"app.kubernetes.io/name": "prometheus"})
+    allowed_namespace = values.get("slurmctld_metrics_scraper_namespace_labels", {}).get(
+        "kubernetes.io/metadata.name", "monitoring")
+    metrics = bool(values.get("cluster_metrics_enabled"))
+    scraper = in_namespace(scraper_labels, allowed_namespace)
+    cases += [("in", ctld, scraper, 6817, metrics or hostnet), ("in", ctld, scraper, 22, False),
+              ("in", slurmd, scraper, 6818, False), ("in", dbd, scraper, 6819, hostnet),
+              ("in", ctld, in_namespace({"app": "other"}, allowed_namespace), 6817, hostnet),
+              # a pod of the instance's namespace with the scrapers' labels: admitted when every namespace is
+              ("in", ctld, dict(scraper_labels), 6817,
+               (metrics and not values.get("slurmctld_metrics_scraper_namespace_labels")) or hostnet)]
+    if values.get("slurmctld_metrics_scraper_namespace_labels"):
+        cases += [("in", ctld, in_namespace(scraper_labels, "elsewhere"), 6817, hostnet)]
     for pod in run.burst_pods():
         # burst pods take Slurm traffic as the always-on workers do, from them and to them
         burst = pod["metadata"]["labels"]

@@ -38,25 +38,33 @@ def served(definition, ready=True):
     return live
 
 
-class FakeApi:
-    """The kubernetes.core.k8s lookup over a list of live objects, recording each query."""
+class ResourceNotFoundError(Exception):
+    """As kubernetes.dynamic raises it for a kind the API server does not serve."""
 
-    def __init__(self, live):
-        self.live, self.queries = live, []
+
+class FakeApi:
+    """The kubernetes.core.k8s lookup over a list of live objects, recording each query; the API serves every
+    kind but those of `unserved`."""
+
+    def __init__(self, live, unserved=()):
+        self.live, self.queries, self.unserved = live, [], set(unserved)
 
     def run(self, terms, variables=None, **query):
         self.queries.append(query)
+        if query["kind"] in self.unserved:
+            raise ResourceNotFoundError("No matches found for {'api_version': %r, 'kind': %r}"
+                                        % (query.get("api_version"), query["kind"]))
         return [obj for obj in self.live if obj["kind"] == query["kind"]
                 and obj["metadata"].get("namespace") == query.get("namespace")
                 and query.get("resource_name") in (None, obj["metadata"]["name"])]
 
 
-def run_action(args, live, check_mode=False, module_results=None):
+def run_action(args, live, check_mode=False, module_results=None, unserved=()):
     """Run the action; return (result, lookup queries, module calls as (name, args))."""
     task = mock.MagicMock(args=args, check_mode=check_mode, async_val=0, diff=False)
     action = k8s_apply.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
                                     shared_loader_obj=None)
-    api, calls = FakeApi(live), []
+    api, calls = FakeApi(live, unserved), []
     results = list(module_results or [])
 
     def execute_module(module_name, module_args, task_vars):
@@ -196,3 +204,40 @@ def test_incomplete_manifests_are_named_before_anything_is_read_or_sent():
 def test_an_unknown_auth_option_is_refused():
     with pytest.raises(AnsibleActionFail, match="unknown auth option.s. token; known: kubeconfig"):
         run_action({"definitions": [CONFIG], "auth": {"token": "x"}}, [])
+
+
+MONITOR = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+           "metadata": {"name": "slurmctld-metrics", "namespace": "slurm"}}
+METRICS = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "slurmctld-metrics", "namespace": "slurm"}}
+
+
+def test_absent_leaves_out_a_custom_kind_the_cluster_does_not_serve():
+    result, queries, calls = run_action({"definitions": [METRICS, MONITOR], "state": "absent", "auth": AUTH}, [],
+                                        unserved={"ServiceMonitor"})
+    # Kubernetes' own kinds are not looked up; the custom one is, by name, once
+    assert queries == [{"api_version": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+                        "resource_name": "slurmctld-metrics", "namespace": "slurm", **AUTH}]
+    assert calls == [("kubernetes.core.k8s", dict(state="absent", definition=[METRICS],
+                                                  delete_options={"propagationPolicy": "Foreground"},
+                                                  wait=True, wait_timeout=300, **AUTH))]
+    assert result["deleted"] == ["Service/slurmctld-metrics"]
+
+
+def test_absent_deletes_a_custom_kind_the_cluster_serves():
+    _result, _queries, calls = run_action({"definitions": [METRICS, MONITOR], "state": "absent", "auth": AUTH}, [])
+    assert [d["kind"] for d in calls[0][1]["definition"]] == ["Service", "ServiceMonitor"]
+
+
+def test_absent_stops_when_a_custom_kind_cannot_be_read():
+    class Broken(FakeApi):
+        def run(self, terms, variables=None, **query):
+            raise RuntimeError("Unauthorized")
+    task = mock.MagicMock(args={"definitions": [MONITOR], "state": "absent", "auth": AUTH}, check_mode=False,
+                          async_val=0, diff=False)
+    action = k8s_apply.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
+                                    shared_loader_obj=None)
+    action._execute_module = mock.MagicMock()
+    with mock.patch.object(k8s_apply.lookup_loader, "get", return_value=Broken([])):
+        with pytest.raises(AnsibleActionFail, match="reading ServiceMonitor/slurmctld-metrics: Unauthorized"):
+            action.run(task_vars={})
+    action._execute_module.assert_not_called()

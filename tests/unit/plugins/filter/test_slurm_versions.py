@@ -8,13 +8,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 from pathlib import Path
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_versions import (
-    SUPPORTED_MAJORS, TESTED_MAJORS, slurm_images_supported, slurm_version_change, slurm_version_supported)
+    SUPPORTED_MAJORS, TESTED_MAJORS, slurm_images_at_least, slurm_images_running, slurm_images_supported,
+    slurm_version_change, slurm_version_supported)
 
 
 @pytest.mark.parametrize("running, target, apart, supported", [
@@ -183,3 +185,60 @@ def test_an_image_whose_version_was_not_read_is_an_error():
         slurm_images_supported(_images(), {DAEMON: "slurm-wlm 24.11.5"})
     with pytest.raises(AnsibleFilterError, match=r"slurmd_image, login_image \(%s\)" % NODE):
         slurm_images_supported(_images(), {DAEMON: "slurm-wlm 24.11.5", NODE: "exec format error"})
+
+
+# --- features of a newer Slurm (cluster_metrics_enabled: 25.11 and newer) --------------------------------------
+CTLD_V = ["/usr/sbin/slurmctld", "-V"]
+SLURMD_V = ["/usr/sbin/slurmd", "-V"]
+TARGETS = [{"component": "slurmctld", "image": "daemon:26", "version_command": CTLD_V},
+           {"component": "slurmdbd", "image": "daemon:26", "version_command": CTLD_V},
+           {"component": "slurmd", "image": "node:26", "version_command": SLURMD_V},
+           {"component": "login", "image": "node:26", "version_command": SLURMD_V},
+           {"component": "burst-gpu", "image": "gpu:26", "version_command": SLURMD_V, "runs_as": "slurmd",
+            "variable": "powersave_groups[gpu].image"}]
+
+
+def test_the_images_pods_run_now_are_those_that_change():
+    running = {"slurmctld": "daemon:24", "slurmdbd": "daemon:26", "slurmd": "node:24", "login": "node:24",
+               "mariadb": "mariadb:11"}
+    assert slurm_images_running(TARGETS, running) == [
+        {"component": "was-slurmd", "image": "node:24", "version_command": SLURMD_V, "runs_as": "slurmd",
+         "variable": "the slurmd pods running now"},
+        {"component": "was-login", "image": "node:24", "version_command": SLURMD_V, "runs_as": "login",
+         "variable": "the login pods running now"}]
+    # a first deployment runs nothing; a component that keeps its image is not read twice
+    assert slurm_images_running(TARGETS, {}) == []
+    assert slurm_images_running(TARGETS, {"slurmd": "node:26", "burst-gpu": "gpu:26"}) == []
+
+
+@pytest.mark.parametrize("outputs, older", [
+    # the real daemons' output: Debian's 26.05 and 24.11
+    ({"daemon:26": "slurm-wlm 26.05.5", "node:26": "slurm-wlm 26.05.5", "gpu:26": "slurm-wlm 26.05.5"}, []),
+    ({"daemon:26": "slurm 25.11.0", "node:26": "slurm 25.11.2", "gpu:26": "slurm 25.11.2"}, []),
+    ({"daemon:26": "slurm-wlm 26.05.5", "node:26": "slurm-wlm 24.11.5", "gpu:26": "slurm-wlm 26.05.5"},
+     ["slurmd_image, login_image (node:26) runs Slurm 24.11.5"]),
+    ({"daemon:26": "slurm 25.05.3", "node:26": "slurm-wlm 24.11.5", "gpu:26": "slurm-wlm 24.11.5"},
+     ["slurmctld_image, slurmdbd_image (daemon:26) runs Slurm 25.05.3", "slurmd_image, login_image (node:26) runs"
+      " Slurm 24.11.5", "powersave_groups[gpu].image (gpu:26) runs Slurm 24.11.5"]),
+])
+def test_every_image_must_run_the_major_a_feature_needs(outputs, older):
+    assert slurm_images_at_least(TARGETS, outputs, "25.11") == {"supported": not older, "older": older}
+
+
+def test_the_pods_running_now_are_named_as_such():
+    was = [{"component": "was-slurmd", "image": "node:24", "variable": "the slurmd pods running now"}]
+    verdict = slurm_images_at_least(TARGETS + was, {"daemon:26": "slurm-wlm 26.05.5", "node:26": "slurm-wlm 26.05.5",
+                                                    "gpu:26": "slurm-wlm 26.05.5", "node:24": "slurm-wlm 24.11.5"},
+                                    "25.11")
+    assert verdict == {"supported": False, "older": ["the slurmd pods running now (node:24) runs Slurm 24.11.5"]}
+
+
+@pytest.mark.parametrize("outputs, major, message", [
+    ({"daemon:26": "slurm-wlm 26.05.5"}, "25.11", "no version was read from slurmd_image, login_image (node:26)"),
+    ({"daemon:26": "slurm-wlm 26.05.5", "node:26": "sh: slurmd: not found", "gpu:26": "slurm 26.05.5"}, "25.11",
+     "cannot read a Slurm version from the slurmd_image, login_image (node:26)"),
+    ({}, "25.06", "'25.06' is not a Slurm major release"),
+])
+def test_an_unread_version_or_an_unknown_major_is_an_error(outputs, major, message):
+    with pytest.raises(AnsibleFilterError, match=re.escape(message)):
+        slurm_images_at_least(TARGETS, outputs, major)
