@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from tests.k8s.cluster import SlurmOnKube  # noqa: E402
 from tests.support.kube import start_cluster  # noqa: E402
 from tests.support.proc import collection_version, wait_for  # noqa: E402
+from tests.support.stats import percentile  # noqa: E402
 
 PATHS = ("jobs", "nodes", "partitions", "scheduler")
 # Runs in the slurmctld pod: alternate the two ways, so that both see the same load and queue.
@@ -64,11 +65,6 @@ print(json.dumps({"times": times, "bytes": len(body), "series": series}))
 """
 
 
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1000)
@@ -82,7 +78,7 @@ def main():
     kube = start_cluster()
     kube.build_and_load_images(tag, slurm_major="26.05")
     with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
-        cluster = SlurmOnKube(kube, Path(tmp), "metricsbench", tag, 30084, slurmd_replicas=1,
+        cluster = SlurmOnKube(kube, Path(tmp), "metricsbench", tag, 30076, slurmd_replicas=1,
                               cluster_metrics_enabled=True,
                               config_nodes=[{"NodeName": "bench[1-%d]" % (args.nodes - 1), "NodeAddr": "127.0.0.1",
                                              "CPUs": 2, "RealMemory": 1024, "State": "DOWN"}])

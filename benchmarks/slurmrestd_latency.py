@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from tests.k8s.cluster import SlurmOnKube  # noqa: E402
 from tests.support.kube import start_cluster  # noqa: E402
 from tests.support.proc import collection_version  # noqa: E402
+from tests.support.stats import percentile  # noqa: E402
 
 # Runs in the login pod: alternate the two ways, so that both see the same load and queue.
 MEASURE = r"""
@@ -53,11 +54,6 @@ for _ in range(rounds):
         assert count >= expected, (name, count)
 print(json.dumps(times))
 """
-
-
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
 def main():
