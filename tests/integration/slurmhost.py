@@ -46,12 +46,14 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _pid_alive(pidfile: Path) -> bool:
+def _process_running(pid: int) -> bool:
+    """Whether process `pid` still runs: a zombie (exited, not yet reaped by this process, which started it)
+    does not, and its sockets are closed."""
     try:
-        os.kill(int(pidfile.read_text().strip()), 0)
-        return True
-    except (OSError, ValueError):
+        stat = Path("/proc/%d/stat" % pid).read_text()
+    except OSError:
         return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def ensure_munged(timeout: float = 10.0) -> None:
@@ -245,8 +247,10 @@ class SlurmHostCluster:
             os.kill(pid, sig)
         except (OSError, ValueError):
             return
+        # the process, not its pidfile: slurmctld removes the pidfile early in its shutdown, while it still
+        # accepts connections (a command then reached a controller that was going away)
         try:
-            _wait(lambda: not _pid_alive(pidfile), timeout, "%s to exit" % pidfile.name)
+            _wait(lambda: not _process_running(pid), timeout, "%s to exit" % pidfile.name)
         except SlurmHostError:
             try:
                 os.kill(pid, signal.SIGKILL)
