@@ -156,7 +156,10 @@ def test_site_deploys_with_the_operators_crd_a_service_monitor_and_the_dashboard
     dashboard's ConfigMap; a second run writes nothing."""
     kube = cluster.kube
     kube.kubectl("apply", "--server-side", "-f", CRD)
-    kube.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "--timeout=60s")
+    # polled, not `kubectl wait`: a CRD just created has no status yet, and kubectl wait fails on that at once
+    wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
+                         (kube.get("crd", "servicemonitors.monitoring.coreos.com", check=False) or {})
+                         .get("status", {}).get("conditions") or []), 60, "the ServiceMonitor CRD established")
     cluster.save(slurmctld_metrics_service_monitor=True, slurmctld_metrics_dashboard=True,
                  slurmctld_metrics_service_monitor_labels={"release": "kube-prometheus-stack"})
     proc, changed, seconds = cluster.site()
