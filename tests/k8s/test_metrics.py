@@ -119,8 +119,13 @@ def value_scraped_after(cluster, series, since, timeout=60):
     def sample():
         result = query(cluster, "prometheus", "%s and timestamp(%s) > %f" % (series, series, since))
         return result and [float(result[0]["value"][1])]
+    return wait_for_scrapes(cluster, sample, timeout, "a scrape of %s after %.0f" % (series, since))[0]
+
+
+def wait_for_scrapes(cluster, condition, timeout, what):
+    """wait_for, whose timeout names why Prometheus's scrapes fail (each target's last error)."""
     try:
-        return wait_for(sample, timeout, "a scrape of %s after %.0f" % (series, since))[0]
+        return wait_for(condition, timeout, what)
     except AssertionError as error:
         raw = cluster.kube.kubectl("get", "--raw", "/api/v1/namespaces/%s/pods/prometheus:9090/proxy/api/v1/targets"
                                    % MONITORING, check=False).stdout
@@ -260,12 +265,22 @@ def test_a_pod_without_the_scraper_label_is_kept_out(cluster):
     cluster.kube.kubectl("delete", "pod", "stranger", "-n", MONITORING, "--wait=false")
 
 
-def test_metrics_off_removes_their_objects_with_no_pod_replaced(cluster):
-    """Turning metrics on again in the running cluster is not asserted: slurmctld 26.05.5 re-executed by that
-    reconfigure answered 404 on /metrics/jobs, /nodes and /partitions (/scheduler served) in two of four runs
-    here, until it restarts (docs/metrics.md)."""
+def test_metrics_off_and_on_again_replace_no_pod_and_a_running_job_goes_on(cluster):
+    """Metrics off, then on again, each by a reconfigure with no pod replaced, a job running throughout.
+
+    The Prometheus pod is replaced before the last scrapes, and why: while the Service slurmctld-metrics was gone,
+    Prometheus dialled its old ClusterIP, which no kube-proxy rule translates any more; on this machine such a
+    packet leaves by the default route, and the sandbox's egress interceptor answers it with HTTP 404 on a
+    keep-alive connection that Prometheus then reuses for every later scrape (seen in ss and conntrack: the
+    connections to the old ClusterIP, no DNAT). On a cluster's own network that address answers nothing and the
+    scraper dials again. slurmctld served every path right after the reconfigure (a request from a pod through the
+    new Service: 200)."""
     kube = cluster.kube
+    job = cluster.sbatch("-n1", "-o", "/dev/null", "--wrap", "while [ ! -e %s-2 ]; do sleep 1; done" % RELEASE)
+    wait_for(lambda: cluster.ctld("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING", 120,
+             "job %s running" % job)
     pods = kube.pod_identity(cluster.namespace)
+
     # off: the objects go, slurm.conf loses MetricsType by a reconfigure, no pod is replaced
     cluster.save(cluster_metrics_enabled=False)
     _proc, changed, _seconds = cluster.site()
@@ -275,3 +290,25 @@ def test_metrics_off_removes_their_objects_with_no_pod_replaced(cluster):
         assert kube.get(kind, name, namespace=cluster.namespace, check=False) is None, (kind, name)
     assert metrics_type(cluster) in (None, "(null)")
     assert kube.pod_identity(cluster.namespace) == pods
+
+    # on again, by a reconfigure: every path the Service announces is served and scraped through the new Service
+    cluster.save(cluster_metrics_enabled=True)
+    _proc, changed, _seconds = cluster.site()
+    assert changed > 0
+    assert metrics_type(cluster) == "metrics/openmetrics"
+    assert kube.pod_identity(cluster.namespace) == pods
+    assert kube.get("servicemonitor", "slurmctld-metrics", namespace=cluster.namespace) is not None
+    kube.kubectl("delete", "pod", "prometheus", "-n", MONITORING, "--wait=true")
+    start_prometheus(cluster, "prometheus", {"app.kubernetes.io/name": "prometheus"})
+    since = time.time()
+    scraped_up = "(up == 1) and timestamp(up) > %f" % since
+    wait_for_scrapes(cluster, lambda: {r["metric"]["job"] for r in query(cluster, "prometheus", scraped_up)}
+                     == SCRAPE_JOBS, 120, "every path scraped and up after metrics were turned on again")
+    assert value_scraped_after(cluster, "slurm_jobs_running%s" % selector(cluster), since) == 1
+
+    # the job ran through both reconfigures and ends with its id
+    assert cluster.ctld("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING"
+    for pod in ("slurmd-0", "slurmd-1"):
+        kube.exec(cluster.namespace, pod, "touch", RELEASE + "-2", container="slurmd")
+    wait_for(lambda: cluster.ctld("sacct", "-n", "-X", "-j", job, "-o", "State").stdout.split() == ["COMPLETED"],
+             120, "job %s completed" % job)
