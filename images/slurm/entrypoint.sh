@@ -21,6 +21,8 @@ SSH_DIR=$K8S_ROOT/ssh
 # the users ConfigMap (passwd, group, <name>.authorized_keys), read by libnss-extrausers at each lookup
 USERS_PASSWD=/var/lib/extrausers/passwd
 SLURM_ETC=/etc/slurm
+# preloaded into slurmd where the container may not create namespaces (see the slurmd start below)
+NS_FALLBACK=/usr/local/lib/hpc-slurm-k8s/libslurmd-ns-fallback.so
 STATE_DIR=/var/spool/slurmctld
 
 usage() {
@@ -338,6 +340,14 @@ case $ROLE in
       configless_key_set
     else
       export SLURM_CONF=$CONFIG_DIR/slurm.conf   # as slurmctld: every file where it is mounted
+    fi
+    # a job that asks for the user's login environment (sbatch --export=NONE, --get-user-env...) makes slurmd
+    # load it in a child in new PID and mount namespaces; where this container may not create them (a pod
+    # without CAP_SYS_ADMIN), that clone fails and slurmd exits, ending every job here. The library makes
+    # slurmd take Slurm's own fork path instead (images/slurm/slurmd-ns-fallback.c says how)
+    if ! unshare --pid --mount --fork true 2>/dev/null; then
+      export LD_PRELOAD=$NS_FALLBACK
+      log "this container may not create PID and mount namespaces: slurmd loads users' login environments by fork ($NS_FALLBACK)"
     fi
     log "starting slurmd ${args[*]} $*"
     exec /usr/sbin/slurmd "${args[@]}" "$@" ;;

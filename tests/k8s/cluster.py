@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from pathlib import Path
 
@@ -11,6 +12,21 @@ from tests.support.proc import ROOT, playbook, run, wait_for
 
 SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"]
+
+
+# What a job of alice prints: the variable her ~/.profile exports (set by jobs_with_the_users_login_environment),
+# the two variables of the shell that submitted it, and the job's LD_PRELOAD (the image preloads a library into
+# slurmd, which its jobs must not inherit)
+LOGIN_ENVIRONMENT_PROBE = ('echo "profile=${SLURM_K8S_PROFILE:-} submitter=${SUBMITTER:-} listed=${LISTED:-} '
+                           'preload=${LD_PRELOAD:-}"')
+# sbatch option -> what the job prints: the login environment in each, the submitter's variables as the option says
+LOGIN_ENVIRONMENT_JOBS = {
+    "--export=NONE": "profile=read submitter= listed= preload=",
+    "--export=LISTED": "profile=read submitter= listed=yes preload=",
+    "--get-user-env": "profile=read submitter=yes listed=yes preload=",
+}
+# what slurmd logs when it loads a login environment by fork (Slurm's own words)
+FORK_FALLBACK = "pid or mnt namespaces are disabled, avoiding clone and falling back to fork"
 
 
 # The node's 2 CPUs serve every test cluster at once (three test modules and a Molecule scenario run
@@ -138,6 +154,18 @@ class SlurmOnKube:
         """Slurm's associations as a set of `field|field` rows (sacctmgr does not define their order)."""
         out = self.ctld("sacctmgr", "--parsable2", "--noheader", "show", "association", "format=%s" % fields).stdout
         return set(out.split())
+
+    def jobs_with_the_users_login_environment(self, node, options=tuple(LOGIN_ENVIRONMENT_JOBS)):
+        """Run alice's batch jobs that make slurmd load her login environment (SLURM_GET_USER_ENV: `su - alice`
+        on the node), one per sbatch option of LOGIN_ENVIRONMENT_JOBS, on `node`, one after the other:
+        option -> what the job printed (LOGIN_ENVIRONMENT_PROBE)."""
+        self.ssh("grep -qx 'export SLURM_K8S_PROFILE=read' ~/.profile || echo 'export SLURM_K8S_PROFILE=read' >>~/.profile")
+        printed = {}
+        for option in options:
+            job = self.ssh("SUBMITTER=yes LISTED=yes sbatch --parsable --wait -w %s %s -o login-env-%%j.out --wrap %s"
+                           % (node, option, shlex.quote(LOGIN_ENVIRONMENT_PROBE)), timeout=120).stdout.strip()
+            printed[option] = self.ssh("cat login-env-%s.out" % job).stdout.strip()
+        return printed
 
     def sbatch(self, *args):
         return self.ctld("sbatch", "--parsable", *args).stdout.strip().split(";")[0]

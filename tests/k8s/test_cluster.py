@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from tests.k8s.cluster import SlurmOnKube
+from tests.k8s.cluster import FORK_FALLBACK, LOGIN_ENVIRONMENT_JOBS, SlurmOnKube
 from tests.support.kube import images_of
 from tests.support.proc import ROOT, collection_version, run, wait_for
 
@@ -313,6 +313,44 @@ def test_other_config_files_alone_reconfigure_without_restart(cluster):
     cluster.site()
     if "pmix" in cluster.ssh("srun --mpi=list").stdout.split():
         assert re.search(r"^PMIxDebug\s*=\s*0$", cluster.ctld("scontrol", "show", "config").stdout, re.M)
+
+
+def slurmd_start_time(cluster, node):
+    return re.search(r"SlurmdStartTime=(\S+)", cluster.ctld("scontrol", "show", "node", node).stdout).group(1)
+
+
+def test_jobs_that_load_the_users_login_environment_run_and_end_no_other_job(cluster):
+    """sbatch --export=NONE, --export=VAR (no ALL) and --get-user-env make slurmd load the user's login
+    environment (`su - alice`). Slurm does that in a child cloned into new PID and mount namespaces, which a
+    pod without CAP_SYS_ADMIN may not create: slurmd exited ("fatal: clone: Operation not permitted") and the
+    container's restart ended every job on the node. The image preloads a library into slurmd that makes it
+    take Slurm's own fork path (images/slurm/slurmd-ns-fallback.c). Each job gets alice's ~/.profile and the
+    submitter's variables as its option says, the library stays out of the jobs, a job running beside them
+    on the node goes on, no container restarts; again after a reconfigure, where slurmd re-executes itself."""
+    node = "slurmd-0"
+    before = cluster.kube.pod_identity(cluster.namespace)
+    log_before = cluster.kube.kubectl("logs", "-n", cluster.namespace, node, "-c", "slurmd").stdout
+    assert "this container may not create PID and mount namespaces: slurmd loads users' login environments by fork" \
+        in log_before, log_before[:2000]
+    beside = cluster.ssh("sbatch --parsable -w %s -o /dev/null --wrap 'sleep 600'" % node).stdout.strip()
+    try:
+        wait_for(lambda: cluster.job_state(beside) == "RUNNING", 60, "job %s to run on %s" % (beside, node))
+        assert cluster.jobs_with_the_users_login_environment(node) == LOGIN_ENVIRONMENT_JOBS
+        started = slurmd_start_time(cluster, node)
+        cluster.ctld("scontrol", "reconfigure")
+        wait_for(lambda: slurmd_start_time(cluster, node) != started, 60, "slurmd on %s to re-execute itself" % node)
+        assert cluster.jobs_with_the_users_login_environment(node, ["--export=NONE"]) == \
+            {"--export=NONE": LOGIN_ENVIRONMENT_JOBS["--export=NONE"]}
+        assert cluster.job_state(beside) == "RUNNING"
+        assert cluster.kube.pod_identity(cluster.namespace) == before, "a pod was replaced or its container restarted"
+        log = cluster.kube.kubectl("logs", "-n", cluster.namespace, node, "-c", "slurmd").stdout
+        assert log.count(FORK_FALLBACK) - log_before.count(FORK_FALLBACK) == len(LOGIN_ENVIRONMENT_JOBS) + 1, log[-3000:]
+        assert "fatal" not in log, log[-3000:]
+    finally:
+        cluster.ctld("scancel", beside, check=False)
+    # cancelled (sacct's "CANCELLED by 0", cut to its column), not ended by a node failure
+    wait_for(lambda: cluster.accounted_state(beside)[:1] == ["CANCELLED+"], 30,
+             "job %s CANCELLED in sacct (last: %s)" % (beside, cluster.accounted_state(beside)))
 
 
 def test_users_and_keys_change_without_restarting_a_pod_or_a_job(cluster):

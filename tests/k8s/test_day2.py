@@ -32,7 +32,7 @@ import time
 
 import pytest
 
-from tests.k8s.cluster import SlurmOnKube
+from tests.k8s.cluster import FORK_FALLBACK, LOGIN_ENVIRONMENT_JOBS, SlurmOnKube
 from tests.support.proc import wait_for
 
 NAME = "day2"
@@ -369,6 +369,18 @@ def test_the_modules_on_the_new_major(cluster):
     """The node and queue modules (drain, check mode, idempotence, the queue, resume what they drained) in the
     slurmctld pod of the upgraded cluster: the same playbook as on 24.11 in test_cluster.py, on 26.05 here."""
     cluster.run_modules(NEW_MAJOR)
+
+
+def test_jobs_that_load_the_users_login_environment_on_the_new_major(cluster):
+    """Jobs that make slurmd load alice's login environment (--export=NONE...) on 26.05's slurmd: each runs with
+    it, and no slurmd container restarts (test_cluster.py says why they used to end every job on the node)."""
+    restarts = {name: identity for name, identity in cluster.kube.pod_identity(cluster.namespace).items()
+                if name.startswith("slurmd-")}
+    assert cluster.jobs_with_the_users_login_environment("slurmd-1") == LOGIN_ENVIRONMENT_JOBS
+    assert {name: identity for name, identity in cluster.kube.pod_identity(cluster.namespace).items()
+            if name.startswith("slurmd-")} == restarts
+    log = cluster.kube.kubectl("logs", "-n", cluster.namespace, "slurmd-1", "-c", "slurmd").stdout
+    assert log.count(FORK_FALLBACK) >= len(LOGIN_ENVIRONMENT_JOBS), log[-3000:]
 
 
 def test_an_unreachable_slurmctld_stops_each_playbook_with_its_own_message(cluster):
