@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hpc.slurm_k8s image entrypoint (installed as /usr/local/sbin/slurm-k8s-entrypoint, run under tini).
 # Implements the image contract of docs/architecture.md:
-#   slurm-k8s-entrypoint slurmctld|slurmdbd|slurmd|login|slurmrestd [extra daemon args...]
+#   slurm-k8s-entrypoint slurmctld|slurmdbd|slurmd|login|slurmrestd|portal [extra daemon args...]
 #   slurm-k8s-entrypoint COMMAND [ARGS...]   (any other command, after the common set-up)
 set -euo pipefail
 
@@ -18,6 +18,7 @@ DBD_CONF_SRC=$K8S_ROOT/slurmdbd/slurmdbd.conf
 DBD_PASS_SRC=$K8S_ROOT/storage/password
 JWT_KEY_SRC=$K8S_ROOT/jwt/jwt_hs256.key
 SSH_DIR=$K8S_ROOT/ssh
+PORTAL_CONFIG=$K8S_ROOT/portal/jupyterhub_config.py
 # the users ConfigMap (passwd, group, <name>.authorized_keys), read by libnss-extrausers at each lookup
 USERS_PASSWD=/var/lib/extrausers/passwd
 SLURM_ETC=/etc/slurm
@@ -27,7 +28,7 @@ STATE_DIR=/var/spool/slurmctld
 
 usage() {
   cat >&2 <<EOF
-usage: $PROG slurmctld|slurmdbd|slurmd|login|slurmrestd [ARGS...]
+usage: $PROG slurmctld|slurmdbd|slurmd|login|slurmrestd|portal [ARGS...]
        $PROG COMMAND [ARGS...]      (runs COMMAND after the common set-up, e.g. bash)
 EOF
 }
@@ -39,8 +40,9 @@ shift
 IS_ROOT=false
 [[ $(id -u) -eq 0 ]] && IS_ROOT=true
 case $ROLE in
-  slurmctld|slurmdbd|slurmd|login)
-    # the daemons drop privileges themselves (SlurmUser, munge, sshd privilege separation)
+  slurmctld|slurmdbd|slurmd|login|portal)
+    # the daemons drop privileges themselves (SlurmUser, munge, sshd privilege separation; the portal's hub
+    # submits each user's notebook job as that user)
     [[ $IS_ROOT == true ]] || die "role $ROLE must start as root (uid 0), not uid $(id -u): do not set runAsUser" ;;
   slurmrestd)
     # slurmrestd refuses root and SlurmUser itself; say so before it starts
@@ -224,8 +226,8 @@ setup_login() {
   log "installed $n ssh host key(s)"
 }
 
-# --- sackd on login --------------------------------------------------------------------------------
-# sackd, Slurm's auth and cred kiosk, runs on login when the nodes are configless (SLURM_CONF_SERVER): it
+# --- sackd on login and the portal's hub ---------------------------------------------------------------
+# sackd, Slurm's auth and cred kiosk, runs on login (and the portal's hub) when the nodes are configless (SLURM_CONF_SERVER): it
 # fetches the configuration from slurmctld into /run/slurm/conf/, where the commands look for it when
 # /etc/slurm/slurm.conf does not exist, and receives every reconfigure from slurmctld. With AuthType=auth/slurm,
 # whose key set the site's commands on login cannot read, it also signs and checks their credentials through
@@ -255,7 +257,7 @@ start_sackd() {
   [[ -n ${SLURM_CONF_SERVER:-} ]] && args+=(--conf-server "$SLURM_CONF_SERVER")
   install -d -o slurm -g slurm -m 0755 /run/slurm
   rm -f /run/slurm/sack.socket
-  # in the background (sshd, which this shell becomes, is its parent), its log on the container's stderr
+  # in the background (sshd or JupyterHub, which this shell becomes, is its parent), its log on the container's stderr
   setpriv --reuid slurm --regid slurm --init-groups /usr/sbin/sackd "${args[@]}" &
   if [[ -n ${SLURM_CONF_SERVER:-} ]]; then
     # sackd retries every 10 s while slurmctld does not answer; sshd starts anyway after a minute (the users'
@@ -264,7 +266,7 @@ start_sackd() {
     if [[ -f /run/slurm/conf/slurm.conf ]]; then
       log "sackd running, configuration from $SLURM_CONF_SERVER in /run/slurm/conf"
     else
-      log "WARNING: sackd has no configuration from $SLURM_CONF_SERVER after 60 s; starting sshd anyway (Slurm commands fail until slurmctld answers)"
+      log "WARNING: sackd has no configuration from $SLURM_CONF_SERVER after 60 s; starting $ROLE anyway (Slurm commands fail until slurmctld answers)"
     fi
     return 0
   fi
@@ -289,6 +291,9 @@ case $ROLE in
   slurmd|login)
     if [[ -n ${SLURM_CONF_SERVER:-} ]]; then link_config false; else link_config true; fi
     make_homes ;;
+  # the portal's hub: a client of Slurm as login is, without /home (the notebooks run on the slurmd pods)
+  portal)
+    if [[ -n ${SLURM_CONF_SERVER:-} ]]; then link_config false; else link_config true; fi ;;
   # unprivileged: reads the mounted slurm.conf in place
   slurmrestd) [[ -f $CONFIG_DIR/slurm.conf ]] || die "missing $CONFIG_DIR/slurm.conf (role slurmrestd needs it)"
               export SLURM_CONF=$CONFIG_DIR/slurm.conf ;;
@@ -296,7 +301,7 @@ case $ROLE in
 esac
 
 case $ROLE in
-  slurmctld|slurmdbd|slurmd|login) start_munge true ;;
+  slurmctld|slurmdbd|slurmd|login|portal) start_munge true ;;
   slurmrestd) ;;   # rest_auth/jwt: every request carries the user's token; no munge key here
   *) start_munge false ;;
 esac
@@ -309,7 +314,7 @@ case $ROLE in
 esac
 
 wait_for_endpoints
-if [[ $ROLE == login ]]; then start_sackd; fi
+if [[ $ROLE == login || $ROLE == portal ]]; then start_sackd; fi
 
 case $ROLE in
   slurmctld)
@@ -354,6 +359,13 @@ case $ROLE in
   login)
     log "starting sshd"
     exec /usr/sbin/sshd -D -e "$@" ;;
+  portal)
+    # JupyterHub (roles/portal/files/jupyterhub_config.py, mounted with its settings); its SQLite database and
+    # the proxy's files in the working directory, the claim portal-data
+    [[ -f $PORTAL_CONFIG ]] || die "missing $PORTAL_CONFIG (the ConfigMap portal) needed by role portal"
+    cd /var/lib/jupyterhub
+    log "starting jupyterhub -f $PORTAL_CONFIG $*"
+    exec jupyterhub -f "$PORTAL_CONFIG" "$@" ;;
   slurmrestd)
     # slurmrestd unshares its file table and System V IPC namespace; the RuntimeDefault seccomp
     # profile refuses unshare(2) without CAP_SYS_ADMIN (which the pod never gets), and the container

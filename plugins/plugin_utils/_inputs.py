@@ -544,6 +544,14 @@ _GROUP_FIELDS = {
     "image": OPTIONAL_IMAGE,
 }
 
+# the bcrypt hash of a password (Modular Crypt Format: $2b$<cost>$<22 characters of salt><31 of hash>)
+BCRYPT_HASH = _pattern(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}",
+                       "a bcrypt hash such as $2b$12$... (python3 -c 'import bcrypt; print(bcrypt.hashpw(...))'), "
+                       "never the password", 60)
+WEB_URL = _pattern(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[!-~]*)?", "an http(s) URL of a host", 2048)
+# a default and the bound a portal user may not exceed (portal_job_options)
+_BOUNDS = record({"default": _int_range(1, 2 ** 31 - 1), "max": _int_range(1, 2 ** 31 - 1)}, required=("default", "max"))
+
 RULES = {
     # cluster
     "cluster_name": CLUSTER_NAME,
@@ -571,6 +579,7 @@ RULES = {
     "cluster_auth_type": _any,
     "cluster_configless": _any,
     "cluster_metrics_enabled": _any,
+    "cluster_portal_enabled": _any,
     # config
     "config_slurm_conf_default": slurm_conf("slurm.conf", _SLURM_CONF_FORBIDDEN),
     "config_slurm_conf": slurm_conf("slurm.conf", {**_SLURM_CONF_FORBIDDEN, **_AUTH_FORBIDDEN, **_METRICS_FORBIDDEN}),
@@ -679,6 +688,34 @@ RULES = {
     # scontrol token lifespan=: at least a second, at most ten years
     "slurmrestd_token_lifespan": _int_range(1, 10 * 366 * 86400, " seconds"),
     "slurmrestd_token_renew_before": _int_range(0, 10 * 366 * 86400, " seconds"),
+    # portal
+    "portal_image": IMAGE,
+    "portal_port": _int_range(1024, 65535),
+    "portal_service_type": _any,
+    "portal_node_port": _one_of(_int_range(0, 0), _int_range(30000, 32767),
+                                description="0 (chosen by Kubernetes) or within 30000-32767"),
+    "portal_service_annotations": dict_of(LABEL_KEY, _annotation_value, "annotation"),
+    "portal_tls_secret": _empty_or(DNS1123_SUBDOMAIN, "empty or the name of a kubernetes.io/tls Secret"),
+    "portal_auth": _any,
+    "portal_users": list_of(record({"name": POSIX_USER, "password_hash": BCRYPT_HASH}, required=("name", "password_hash"))),
+    "portal_oidc": record({
+        "authorize_url": _empty_or(WEB_URL, "empty or an http(s) URL"),
+        "token_url": _empty_or(WEB_URL, "empty or an http(s) URL"),
+        "userdata_url": _empty_or(WEB_URL, "empty or an http(s) URL"),
+        "callback_url": _empty_or(WEB_URL, "empty or an http(s) URL"),
+        "client_id": _pattern(r"[!-~]*", "printable ASCII without spaces", 255),
+        "client_secret_secret": _empty_or(DNS1123_SUBDOMAIN, "empty or a Secret name"),
+        "client_secret_key": CONFIGMAP_KEY,
+        "username_claim": _pattern(r"[A-Za-z0-9_.:-]+", "a claim name (letters, digits, '_', '.', ':', '-')", 128),
+        "scope": list_of(_pattern(r"[!-~]+", "a scope (printable ASCII without spaces)", 128)),
+        "allowed_users": list_of(POSIX_USER),
+    }),
+    "portal_job_options": record({"partitions": list_of(SLURM_WORD), "cpus": _BOUNDS, "memory_mb": _BOUNDS,
+                                  "time_minutes": _BOUNDS}, required=("partitions", "cpus", "memory_mb", "time_minutes")),
+    "portal_start_timeout": _int_range(30, 86400, " seconds"),
+    "portal_storage_size": SIZE,
+    "portal_storage_class": OPTIONAL_SUBDOMAIN,
+    "portal_resources": resources_dict(),
     # slurmd
     "slurmd_image": IMAGE,
     "slurmd_replicas": _int_range(0, 65533, " nodes"),
@@ -734,7 +771,7 @@ RULES = {
 }
 
 # Variables whose values are never shown in a message.
-SECRET_VARIABLES = frozenset({"database_external_password"})
+SECRET_VARIABLES = frozenset({"database_external_password", "portal_users"})
 
 # Facts the roles publish for each other (set_fact names without a leading '_'); not user input.
 ROLE_OUTPUTS = frozenset({
@@ -796,7 +833,7 @@ def _cross_rules(values):
             and replicas > 0 and unavailable > replicas:
         problems.append(Problem("slurmd_rollout_max_unavailable", "must be at most slurmd_replicas (%d), got %d; "
                                 'a percentage such as "25%%" follows the replicas' % (replicas, unavailable)))
-    problems += _restd_rules(values)
+    problems += _restd_rules(values) + _portal_rules(values)
     problems += _group_rules(values) + _partition_rules(values) + _user_rules(values) + _accounting_rules(values)
     return problems
 
@@ -821,6 +858,135 @@ def _restd_rules(values):
         problems.append(Problem("slurmrestd_token_renew_before", "must be shorter than slurmrestd_token_lifespan (%d), "
                                 "else every run issues a new token" % lifespan))
     return problems
+
+
+def _slurm_minutes(text):
+    """A Slurm time limit in whole minutes (MaxTime: minutes, [days-]hours:minutes:seconds...); None for
+    INFINITE/UNLIMITED or a value this does not read (slurmctld reads it)."""
+    text = str(text).strip()
+    if text.upper() in ("INFINITE", "UNLIMITED"):
+        return None
+    found = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if not found:
+        return None
+    days, first, second, third = (int(part) if part else None for part in found.groups())
+    if days is not None:       # days-hours[:minutes[:seconds]]
+        return days * 1440 + first * 60 + (second or 0)
+    if third is not None:      # hours:minutes:seconds
+        return first * 60 + second
+    return first               # minutes[:seconds]
+
+
+def _node_sizes(values):
+    """partition -> (CPUs, RealMemory in MB) of its nodes, where the variables tell: the powersave groups'
+    partitions, and every other partition of config_partitions holding the slurmd pods."""
+    sizes = {}
+    cpus, memory, percent = (_scalar(values.get(name)) for name in ("slurmd_cpus", "slurmd_memory_mib",
+                                                                    "slurmd_real_memory_percent"))
+    partitions = values.get("config_partitions")
+    if isinstance(cpus, int) and isinstance(memory, int) and isinstance(percent, int) and isinstance(partitions, list):
+        for partition in partitions:
+            if isinstance(partition, dict) and _scalar(partition.get("PartitionName")) is not None:
+                sizes[str(partition["PartitionName"])] = (cpus, memory * percent // 100)
+    groups, defaults = values.get("powersave_groups"), values.get("powersave_group_defaults") or {}
+    if isinstance(groups, list) and isinstance(defaults, dict):
+        for raw in groups:
+            if isinstance(raw, dict):
+                group = dict(defaults, **raw)
+                name = _scalar(group.get("partition")) or _scalar(group.get("name"))
+                if name is not None and all(isinstance(group.get(k), int) for k in ("cpus", "memory_mib", "real_memory_percent")):
+                    sizes[str(name)] = (group["cpus"], group["memory_mib"] * group["real_memory_percent"] // 100)
+    return sizes
+
+
+def _portal_rules(values):
+    """The portal's settings against the cluster's users and partitions, when the portal is deployed."""
+    if values.get("cluster_portal_enabled") is not True:
+        return []
+    problems = []
+    users = values.get("config_users")
+    known = {str(user.get("name")) for user in users if isinstance(user, dict)} if isinstance(users, list) else None
+    auth = values.get("portal_auth", "local")
+    if auth == "local":
+        portal_users = values.get("portal_users")
+        if isinstance(portal_users, list):
+            if not portal_users:
+                problems.append(Problem("portal_users", "must list at least one user with a password hash when "
+                                        "portal_auth is local (no one could log in)"))
+            seen = set()
+            for index, user in enumerate(portal_users):
+                name = _scalar(user.get("name")) if isinstance(user, dict) else None
+                if name is None:
+                    continue
+                if known is not None and name not in known:
+                    problems.append(Problem("portal_users[%d] (%s)" % (index, name), "is not a user of config_users: "
+                                            "a portal user runs their notebooks as that Unix user"))
+                if name in seen:
+                    problems.append(Problem("portal_users[%d] (%s)" % (index, name), "is listed twice"))
+                seen.add(name)
+    oidc = values.get("portal_oidc")
+    if auth == "oidc" and isinstance(oidc, dict):
+        for field in ("authorize_url", "token_url", "userdata_url", "callback_url", "client_id", "client_secret_secret"):
+            if not oidc.get(field):
+                problems.append(Problem("portal_oidc.%s" % field, "must be set when portal_auth is oidc"))
+        for index, name in enumerate(oidc.get("allowed_users") or []):
+            if known is not None and isinstance(name, str) and name not in known:
+                problems.append(Problem("portal_oidc.allowed_users[%d] (%s)" % (index, name),
+                                        "is not a user of config_users"))
+    options = values.get("portal_job_options")
+    if isinstance(options, dict):
+        problems += _portal_option_rules(values, options)
+    node_port = _scalar(values.get("portal_node_port"))
+    for other in ("login_node_port", "slurmrestd_node_port"):
+        if node_port and node_port == _scalar(values.get(other)):
+            problems.append(Problem("portal_node_port", "must differ from %s (%s): one node port serves one Service"
+                                    % (other, node_port)))
+    return problems
+
+
+def _portal_option_rules(values, options):
+    problems = []
+    for field in ("cpus", "memory_mb", "time_minutes"):
+        bounds = options.get(field)
+        if isinstance(bounds, dict) and isinstance(bounds.get("default"), int) and isinstance(bounds.get("max"), int) \
+                and bounds["default"] > bounds["max"]:
+            problems.append(Problem("portal_job_options.%s.default" % field, "must be at most its max (%d), got %d"
+                                    % (bounds["max"], bounds["default"])))
+    partitions = values.get("config_partitions")
+    if not isinstance(partitions, list):
+        return problems
+    confs = {str(p.get("PartitionName")): p for p in partitions if isinstance(p, dict)}
+    sizes = _node_sizes(values)
+    offered = options.get("partitions")
+    if not isinstance(offered, list):
+        return problems
+    if not offered:
+        default = [name for name, conf in confs.items() if conf.get("Default") in (True, "YES", "yes", "Yes")]
+        offered = default[:1] or list(confs)[:1]
+    for index, name in enumerate(offered):
+        where = "portal_job_options.partitions[%d] (%s)" % (index, name)
+        if name not in sizes and name not in confs:
+            problems.append(Problem(where, "is not a partition of this cluster (%s)" % ", ".join(sorted(set(confs) | set(sizes)))))
+            continue
+        conf = confs.get(name, {})
+        cpus, memory = sizes.get(name, (None, None))
+        for field, unit, limit, source in (
+                ("cpus", "CPUs", cpus, "the CPUs of its nodes"),
+                ("cpus", "CPUs", _int_or_none(conf.get("MaxCPUsPerNode")), "its MaxCPUsPerNode"),
+                ("memory_mb", "MB", memory, "the RealMemory of its nodes"),
+                ("memory_mb", "MB", _int_or_none(conf.get("MaxMemPerNode")), "its MaxMemPerNode"),
+                ("time_minutes", "minutes", _slurm_minutes(conf["MaxTime"]) if "MaxTime" in conf else None,
+                 "its MaxTime")):
+            bound = (options.get(field) or {}).get("max") if isinstance(options.get(field), dict) else None
+            if isinstance(bound, int) and limit is not None and bound > limit:
+                problems.append(Problem("portal_job_options.%s.max" % field, "%d %s exceeds partition %s (%s: %d %s)"
+                                        % (bound, unit, name, source, limit, unit)))
+    return problems
+
+
+def _int_or_none(value):
+    value = _scalar(value)
+    return int(value) if value is not None and str(value).isdigit() else None
 
 
 def _scalar(value):

@@ -23,6 +23,7 @@ APT_PACKAGES=(
   docker.io debootstrap                                          # images: Docker, offline base image
   runc iptables ipset iproute2 openssl gcc libc6-dev             # T3: the local Kubernetes (tests/localkube)
   rsync git unzip python3-venv openssh-client
+  chromium chromium-driver                                       # T3: the portal in a real browser (Selenium)
 )
 
 log() { printf 'bootstrap: %s\n' "$*"; }

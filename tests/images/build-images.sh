@@ -3,6 +3,7 @@
 #   hpc-slurm-k8s/slurm:TAG         images/slurm, target node (slurmd, login; OpenMPI + PMIx)
 #   hpc-slurm-k8s/slurm-daemon:TAG  images/slurm, target daemon (slurmctld, slurmdbd)
 #   hpc-slurm-k8s/mariadb-test:TAG  tests/images/mariadb (stand-in for the official image)
+#   with PORTAL=1 also hpc-slurm-k8s/slurm-notebook:TAG and slurm-portal:TAG (targets notebook and portal)
 # TAG defaults to galaxy.yml's version (else "dev"). Safe to re-run: layers come from the cache.
 # Environment: IMAGE_PREFIX (hpc-slurm-k8s), BUILD_ARGS (extra `docker build` arguments), SLURM_MAJOR
 # (24.11; a line of images/slurm/slurm-majors: its Debian suite is the base, and the newest version of that
@@ -74,7 +75,16 @@ slurm_args=(--build-arg SLURM_MAJOR="$SLURM_MAJOR" --build-arg SUITE="$SUITE" --
 build "$PREFIX/slurm:$TAG" "$ROOT/images/slurm" --target node "${slurm_args[@]}"
 build "$PREFIX/slurm-daemon:$TAG" "$ROOT/images/slurm" --target daemon "${slurm_args[@]}"
 build "$PREFIX/mariadb-test:$TAG" "$ROOT/tests/images/mariadb"
+# PORTAL=1: the portal's images too, the hub's and the notebook nodes' (roles/portal). Their Python wheels
+# (images/slurm/portal-requirements.txt) are downloaded here, on the host, pip checking each hash: the
+# containers of a build reach no package index
+if [[ ${PORTAL:-0} == 1 ]]; then
+  "${PYTHON:-$ROOT/.venv/bin/python}" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
+    --only-binary=:all: -r "$ROOT/images/slurm/portal-requirements.txt" -d "$ROOT/images/slurm/portal-wheels"
+  build "$PREFIX/slurm-notebook:$TAG" "$ROOT/images/slurm" --target notebook "${slurm_args[@]}"
+  build "$PREFIX/slurm-portal:$TAG" "$ROOT/images/slurm" --target portal "${slurm_args[@]}"
+fi
 log "all images built in $((SECONDS - start)) s (logs in $LOGDIR)"
 
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' |
-  grep -E "^($PREFIX/(slurm|slurm-daemon|mariadb-test):$TAG|$BASE_IMAGE)[[:space:]]" | sort
+  grep -E "^($PREFIX/(slurm|slurm-daemon|slurm-notebook|slurm-portal|mariadb-test):$TAG|$BASE_IMAGE)[[:space:]]" | sort

@@ -39,6 +39,13 @@ RENDER_COMMAND_LOGGER = ('printf "%s files, %s, %s\\n" "$(find "$SLURM_K8S_RENDE
                          '"$(grep -c MaxJobCount=12345 "$SLURM_K8S_RENDER_DIR/slurm/configmap-slurm-config.yaml")" >> "$1"')
 # the password in the site's own Secret of the external-db-secret run (read by the database role)
 EXTERNAL_DB_PASSWORD = "S1te-owned-DB-pass"
+# the site's own Secrets a value set refers to (written into its render directory before the run, as a site
+# creates them before site.yml): the portal's certificate and its OIDC client secret
+SITE_SECRETS = {
+    "portal-local": {"portal-tls": {"tls.crt": "-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n",
+                                    "tls.key": "-----BEGIN PRIVATE KEY-----\nnot checked here\n-----END PRIVATE KEY-----\n"}},
+    "portal-oidc": {"portal-oidc": {"client-secret": "site-owned-oidc-client-secret"}},
+}
 # users the restart/slurm-conf variant adds to the defaults (which have none): two in one group, one with a key
 VARIANT_USERS = [{"name": "bob", "uid": 3001, "gid": 3000, "shell": "/bin/zsh",
                   "authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDqBVzoCUOejZKZNjJ10e0QYmdbLUhsp3N70OwWnSMu2 bob"]},
@@ -153,8 +160,7 @@ class Runs:
         started = time.monotonic()
         self.started = started
         for name in VALUE_SETS:  # -vvv (costs CPU): test_no_secret_outside_secrets searches the output
-            self.futures["values/" + name] = self.pool.submit(
-                playbook, name, workdir / "values" / name, load_values(name), verbose=name in VERBOSE_SETS)
+            self.futures["values/" + name] = self.pool.submit(self._values_run, name)
         from test_bad_input import CASES  # pylint: disable=import-outside-toplevel
         for case_id, variables, _expected in CASES:
             self.futures["bad/" + case_id] = self.pool.submit(
@@ -169,6 +175,17 @@ class Runs:
             self.futures["refuse/" + kind] = self.pool.submit(self._variant, kind)
         for kind in ("render", "check", "failing"):
             self.futures["keys/" + kind] = self.pool.submit(self._key_run, kind)
+
+    def _values_run(self, name):
+        """site.yml with a value set, after the site's own Secrets it names (SITE_SECRETS) are written where the
+        render directory keeps the namespace's objects."""
+        render_dir = self.workdir / "values" / name
+        for secret, data in SITE_SECRETS.get(name, {}).items():
+            (render_dir / "slurm").mkdir(parents=True, exist_ok=True)
+            (render_dir / "slurm" / ("secret-%s.yaml" % secret)).write_text(yaml.safe_dump({
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret, "namespace": "slurm"},
+                "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}}))
+        return playbook(name, render_dir, load_values(name), verbose=name in VERBOSE_SETS)
 
     def _key_run(self, kind):
         """A run that generates SSH host keys with its own TMPDIR (and, failing, an ssh-keygen that fails

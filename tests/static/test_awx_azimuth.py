@@ -36,7 +36,9 @@ AWX_DIR = ROOT / "awx"
 RECAP = re.compile(r"localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 # What the outputs of the Azimuth entry point may hold: names and addresses, never a secret.
 OUTPUT_KEYS = {"cluster_name", "namespace", "workers", "login_user", "login_port", "login_host", "ssh_command",
-               "ood_url"}
+               "portal_url", "ood_url"}
+# the bcrypt hash of a password thrown away (a portal user's, from the site's extraVars)
+PORTAL_HASH = "$2b$12$0r8yFfqkCg1Ux3S0PvVwXO0lZr8Tn3M7kqY1v2yQdQy8m3e8zqC9a"
 # a real public key (the private half was thrown away): the collection checks the key data
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHfhvvwmdzMN099xqGQx61HMK9sICrHAiCDVzK+eXmi6 owner@azimuth"
 
@@ -541,7 +543,10 @@ def rendered(tmp_path_factory):
     work = tmp_path_factory.mktemp("azimuth")
     (work / "home").mkdir()
     variables = dict(AZIMUTH_VARS, cluster_render_dir=str(work / "render"), slurmd_replicas=3,
-                     login_service_type="NodePort", login_node_port=30024, platform_login_host="192.0.2.7")
+                     login_service_type="NodePort", login_node_port=30024, platform_login_host="192.0.2.7",
+                     # the ui-meta option; the site's extraVars give the portal's logins and its Service
+                     cluster_portal_enabled=True, portal_service_type="NodePort", portal_node_port=30025,
+                     portal_users=[{"name": "azimuth", "password_hash": PORTAL_HASH}])
     env = ansible_env(work / "home")
     runs = {"create": ansible_playbook(AZIMUTH, variables, env)}
     namespace_dir = work / "render" / "slurm-azt-static-0001"
@@ -580,7 +585,7 @@ def test_render_outputs_hold_the_login_address_and_no_secret(rendered):
     outputs = printed_outputs(proc.stdout)
     assert outputs == {"cluster_name": "azt", "namespace": "slurm-azt-static-0001", "workers": 3,
                        "login_user": "azimuth", "login_port": 30024, "login_host": "192.0.2.7",
-                       "ssh_command": "ssh -p 30024 azimuth@192.0.2.7"}
+                       "ssh_command": "ssh -p 30024 azimuth@192.0.2.7", "portal_url": "http://192.0.2.7:30025"}
     # the outputs task is the last task that ran
     assert proc.stdout.rindex("TASK [") == proc.stdout.index("TASK [Outputs]")
     secrets = rendered["secrets"]

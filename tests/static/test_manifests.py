@@ -44,7 +44,8 @@ READ_AT_INITIALISATION = {"mariadb": {("Secret", "slurm-database")}}
 CHECKSUM_OF = {"munge-key": ("Secret", "munge-key"), "ssh-host-keys": ("Secret", "ssh-host-keys"),
                "slurmdbd-conf": ("Secret", "slurmdbd-config"),
                "slurm-database": ("Secret", "slurm-database"), "jwt-key": ("Secret", "slurm-jwt-key"),
-               "slurm-conf": ("ConfigMap", "slurm-config")}
+               "slurm-conf": ("ConfigMap", "slurm-config"), "portal-config": ("ConfigMap", "portal"),
+               "portal": ("Secret", "portal"), "portal-passwords": ("Secret", "portal-passwords")}
 # Workloads that read slurm.conf at start only (no scontrol reconfigure reaches them): slurmrestd.
 RESTARTED_BY_SLURM_CONF = {("Deployment", "slurmrestd")}
 
@@ -320,8 +321,9 @@ def test_disruption_budgets_protect_the_single_instance_services(renders, value_
     run = renders[value_set]
     expected = {"slurmctld", "slurmdbd", "login"} | ({"mariadb"} if run.get("StatefulSet", "mariadb") else set())
     restd = run.get("Deployment", "slurmrestd")
+    portal = run.get("Deployment", "portal")
     budgets = {doc["metadata"]["name"]: doc for doc in run.by_kind("PodDisruptionBudget")}
-    assert set(budgets) == expected | ({"slurmrestd"} if restd else set())
+    assert set(budgets) == expected | ({"slurmrestd"} if restd else set()) | ({"portal"} if portal else set())
     for name, budget in budgets.items():
         workload = run.get("StatefulSet", name) or run.get("Deployment", name)
         labels = pod_template(workload)["metadata"]["labels"]
@@ -329,6 +331,9 @@ def test_disruption_budgets_protect_the_single_instance_services(renders, value_
             # stateless: a drain may move a lone pod; with two or more, one keeps serving
             assert budget["spec"] == dict(budget["spec"], **({"minAvailable": 1} if restd["spec"]["replicas"] > 1
                                                              else {"maxUnavailable": 1}))
+        elif name == "portal":
+            # one hub on its database: a drain may move it; the notebooks are Slurm jobs and run on meanwhile
+            assert budget["spec"] == dict(budget["spec"], maxUnavailable=1) and "minAvailable" not in budget["spec"]
         else:
             assert budget["spec"]["minAvailable"] == 1
         assert all(labels.get(k) == v for k, v in budget["spec"]["selector"]["matchLabels"].items()), name
@@ -583,10 +588,18 @@ def consumed_objects(doc):
 
 def tracked_object(doc, key):
     """(kind, name) that a checksum annotation tracks: storage-password, the Secret slurmdbd mounts as its
-    database password (slurm-database, slurm-database-external or the site's); the others by CHECKSUM_OF."""
+    database password (slurm-database, slurm-database-external or the site's); portal-tls and portal-oidc, the
+    site's Secrets the hub mounts; the others by CHECKSUM_OF."""
     if key == "storage-password":
         volume = next(v for v in pod_template(doc)["spec"]["volumes"] if v["name"] == "storage-password")
         return ("Secret", volume["secret"]["secretName"])
+    if key == "portal-tls":
+        volume = next(v for v in pod_template(doc)["spec"]["volumes"] if v["name"] == "tls")
+        return ("Secret", volume["secret"]["secretName"])
+    if key == "portal-oidc":
+        volume = next(v for v in pod_template(doc)["spec"]["volumes"] if v["name"] == "portal-secrets")
+        (site,) = [s["secret"]["name"] for s in volume["projected"]["sources"] if s["secret"]["name"] != "portal"]
+        return ("Secret", site)
     return CHECKSUM_OF[key]
 
 

@@ -18,8 +18,9 @@ KUBECONFIG = localkube.KUBECONFIG
 IMAGE_PREFIX = "hpc-slurm-k8s"
 
 
-def images_of(tag):
-    return ["%s/%s:%s" % (IMAGE_PREFIX, name, tag) for name in ("slurm", "slurm-daemon", "mariadb-test")]
+def images_of(tag, portal=False):
+    names = ("slurm", "slurm-daemon", "mariadb-test") + (("slurm-notebook", "slurm-portal") if portal else ())
+    return ["%s/%s:%s" % (IMAGE_PREFIX, name, tag) for name in names]
 
 
 class Kube:
@@ -97,12 +98,13 @@ class Kube:
                  120, "the volumes of namespace %s to be deleted" % namespace)
 
     # --- images ---------------------------------------------------------------------------------------
-    def build_and_load_images(self, tag, slurm_major=None):
+    def build_and_load_images(self, tag, slurm_major=None, portal=False):
         """Build the images under `tag` with Docker (of `slurm_major`, else SLURM_MAJOR's or the default, as
-        build-images.sh) and copy them into containerd (unchanged ones skip)."""
-        env = dict(os.environ, SLURM_MAJOR=slurm_major) if slurm_major else None
+        build-images.sh; with `portal` the portal's two as well) and copy them into containerd (unchanged ones
+        skip)."""
+        env = dict(os.environ, **({"SLURM_MAJOR": slurm_major} if slurm_major else {}), **({"PORTAL": "1"} if portal else {}))
         run(["bash", BUILD_IMAGES, tag], timeout=1800, env=env)
-        run(LOCALKUBE + ["load-images", *images_of(tag)], timeout=900)
+        run(LOCALKUBE + ["load-images", *images_of(tag, portal)], timeout=900)
 
     def image_id(self, ref):
         """The image ID (config digest) the kubelet reports for `ref` (containerd's name)."""

@@ -191,6 +191,74 @@ def test_accounting_variables_that_slurm_accepts_pass():
     }) == []
 
 
+# the portal: a cluster whose workers have 2 CPUs and 2048 MiB (RealMemory 1843 MB), partition compute (12 h)
+HASH = "$2b$12$" + "a" * 53
+PORTAL = {
+    "cluster_portal_enabled": True, "portal_auth": "local",
+    "config_users": [ALICE, {"name": "bob", "uid": 2002}],
+    "portal_users": [{"name": "alice", "password_hash": HASH}],
+    "config_partitions": [{"PartitionName": "compute", "Nodes": "ALL", "Default": True, "MaxTime": "12:00:00"},
+                          {"PartitionName": "short", "Nodes": "ALL", "MaxTime": "30", "MaxMemPerNode": 1024}],
+    "slurmd_cpus": 2, "slurmd_memory_mib": 2048, "slurmd_real_memory_percent": 90,
+    "portal_job_options": {"partitions": [], "cpus": {"default": 1, "max": 2}, "memory_mb": {"default": 512, "max": 1843},
+                           "time_minutes": {"default": 60, "max": 720}},
+}
+OIDC = {"authorize_url": "https://idp.example.org/auth", "token_url": "https://idp.example.org/token",
+        "userdata_url": "https://idp.example.org/userinfo", "callback_url": "https://hpc.example.org/hub/oauth_callback",
+        "client_id": "slurm-portal", "client_secret_secret": "portal-oidc", "client_secret_key": "client-secret",
+        "username_claim": "preferred_username", "scope": ["openid"], "allowed_users": []}
+
+
+def _portal(**changes):
+    values = dict(PORTAL)
+    for name, value in changes.items():
+        values[name] = dict(values[name], **value) if isinstance(values.get(name), dict) and name != "portal_oidc" else value
+    return values
+
+
+def test_the_portal_settings_that_fit_the_cluster_pass():
+    assert [str(p) for p in _inputs.check(PORTAL)] == []
+    assert [str(p) for p in _inputs.check(_portal(portal_auth="oidc", portal_users=[], portal_oidc=OIDC))] == []
+    # off: nothing of the portal is compared with the cluster
+    assert [str(p) for p in _inputs.check(_portal(cluster_portal_enabled=False, portal_users=[]))] == []
+
+
+@pytest.mark.parametrize("values,problem", [
+    (_portal(portal_users=[]), "portal_users: must list at least one user with a password hash when portal_auth is local"),
+    (_portal(portal_users=[{"name": "carol", "password_hash": HASH}]), "portal_users[0] (carol): is not a user of config_users"),
+    (_portal(portal_users=[{"name": "alice", "password_hash": "hunter2"}]), "portal_users[0].password_hash: must be a bcrypt hash"),
+    (_portal(portal_users=[{"name": "alice"}]), "portal_users[0]: must set password_hash"),
+    (_portal(portal_auth="oidc", portal_oidc=dict(OIDC, client_secret_secret="")),
+     "portal_oidc.client_secret_secret: must be set when portal_auth is oidc"),
+    (_portal(portal_auth="oidc", portal_oidc=dict(OIDC, token_url="")), "portal_oidc.token_url: must be set when portal_auth is oidc"),
+    (_portal(portal_auth="oidc", portal_oidc=dict(OIDC, token_url="ftp://idp")), "portal_oidc.token_url: must be empty or an http(s) URL"),
+    (_portal(portal_auth="oidc", portal_oidc=dict(OIDC, allowed_users=["mallory"])),
+     "portal_oidc.allowed_users[0] (mallory): is not a user of config_users"),
+    (_portal(portal_job_options={"partitions": ["gpu"]}), "portal_job_options.partitions[0] (gpu): is not a partition of this cluster (compute, short)"),
+    (_portal(portal_job_options={"cpus": {"default": 1, "max": 3}}),
+     "portal_job_options.cpus.max: 3 CPUs exceeds partition compute (the CPUs of its nodes: 2 CPUs)"),
+    (_portal(portal_job_options={"memory_mb": {"default": 512, "max": 2048}}),
+     "portal_job_options.memory_mb.max: 2048 MB exceeds partition compute (the RealMemory of its nodes: 1843 MB)"),
+    (_portal(portal_job_options={"time_minutes": {"default": 60, "max": 721}}),
+     "portal_job_options.time_minutes.max: 721 minutes exceeds partition compute (its MaxTime: 720 minutes)"),
+    (_portal(portal_job_options={"partitions": ["compute", "short"], "time_minutes": {"default": 20, "max": 60}}),
+     "portal_job_options.time_minutes.max: 60 minutes exceeds partition short (its MaxTime: 30 minutes)"),
+    (_portal(portal_job_options={"partitions": ["short"], "time_minutes": {"default": 20, "max": 30}}),
+     "portal_job_options.memory_mb.max: 1843 MB exceeds partition short (its MaxMemPerNode: 1024 MB)"),
+    (_portal(portal_job_options={"cpus": {"default": 2, "max": 1}}), "portal_job_options.cpus.default: must be at most its max (1), got 2"),
+    (_portal(portal_job_options={"cpus": {"default": 1}}), "portal_job_options.cpus: must set max"),
+    (_portal(portal_node_port=30022, login_node_port=30022), "portal_node_port: must differ from login_node_port (30022)"),
+])
+def test_portal_settings_that_do_not_fit_the_cluster_are_refused_naming_the_variable(values, problem):
+    problems = [str(p) for p in _inputs.check(values)]
+    assert any(p.startswith(problem) for p in problems), problems
+
+
+def test_a_portal_password_hash_is_never_shown():
+    problems = [str(p) for p in _inputs.check(_portal(portal_users=[{"name": "alice", "password_hash": "$2b$12$short"}]))]
+    assert problems and all("$2b$12$short" not in p for p in problems), problems
+
+
 def test_the_power_program_may_reach_a_local_api_over_http():
     assert _inputs.check({"powersave_api_server": "http://127.0.0.1:45055"}) == []
     assert _inputs.check({"powersave_api_server": "https://kubernetes.default.svc"}) == []
