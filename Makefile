@@ -26,8 +26,11 @@ VERSION := $(shell awk '/^version:/ { print $$2 }' $(ROOT)/galaxy.yml)
 ## core busy, and T0's manifests and T2's Slurm daemons share nothing (other ports and directories; one
 ## munged). Then T3 beside Molecule and README's commands (make e2e-and-readme).
 test: deps
+	@date -u +'make test: checks start at %T'
 	$(MAKE) -j2 --output-sync=target checks
+	@date -u +'make test: e2e-and-readme starts at %T'
 	$(MAKE) e2e-and-readme
+	@date -u +'make test: ends at %T'
 	@echo "make test: all tiers passed"
 
 ## checks: every tier that needs no Kubernetes; the two longest first, so that they run side by side
@@ -86,8 +89,11 @@ e2e-and-readme: localkube
 	$(MAKE) -j2 --output-sync=target k8s molecule-then-readme
 
 molecule-then-readme: localkube
+	@date -u +'molecule-then-readme: molecule starts at %T'
 	$(MAKE) molecule
+	@date -u +'molecule-then-readme: readme starts at %T'
 	$(MAKE) readme
+	@date -u +'molecule-then-readme: readme ends at %T'
 
 ## k8s: T3, the collection on a real Kubernetes (tests/localkube, host processes on this machine):
 ## site.yml through the API, day-2 playbooks, power saving, render mode, bad input, Azimuth; three

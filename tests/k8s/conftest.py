@@ -9,13 +9,34 @@ three modules at a time beside a Molecule scenario: their pods ask for small CPU
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.support.kube import start_cluster  # noqa: E402
+
+# When each test ran, on which xdist worker (lane), from the start of its setup to the end of its teardown:
+# one JSON object a line, a file per worker, rewritten by each run. The tier is CPU-bound (two cores, three
+# lanes and Molecule): the lanes' ends show how well the modules are spread (tests/output is kept by CI).
+TIMELINE = Path(__file__).resolve().parents[1] / "output" / ("k8s-timeline-%s.jsonl" % os.environ.get("PYTEST_XDIST_WORKER", "main"))
+
+
+def pytest_sessionstart(session):  # pylint: disable=unused-argument
+    TIMELINE.parent.mkdir(parents=True, exist_ok=True)
+    TIMELINE.write_text("")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
+    started = time.time()
+    yield
+    with TIMELINE.open("a") as timeline:
+        timeline.write(json.dumps({"test": item.nodeid, "start": round(started, 1), "end": round(time.time(), 1)}) + "\n")
 
 
 @pytest.fixture(scope="session")
