@@ -13,7 +13,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 PYTEST := python -m pytest -p no:cacheprovider
 
 LOCALKUBE := python3 $(ROOT)/tests/localkube/localkube.py
-# held (shared) by the T3 tests while they run; the readme test takes it (exclusive) before `make down`
+# held (shared) by the T3 tests while they run; `localkube.py stop` (make down) waits for it (exclusive)
 export LOCALKUBE_USERS_LOCK := /run/lock/hpc-slurm-k8s-localkube-users.lock
 # the kubectl that tests/localkube/build.sh built (the kubectl connection plugin runs it from PATH)
 KUBE_BIN = $(shell bash $(ROOT)/tests/localkube/build.sh --print 2>/dev/null | sed -n 's/^kubernetes=//p')
@@ -83,8 +83,8 @@ e2e: localkube
 	$(MAKE) -j2 --output-sync=target k8s molecule
 
 ## e2e-and-readme: as e2e, with README's commands after Molecule in its lane (the T3 tests take longer
-## than Molecule); `make down` stops the local Kubernetes, so the readme test runs it only once the T3
-## tests have released the lock they hold on it (LOCALKUBE_USERS_LOCK)
+## than Molecule); `make down` stops the local Kubernetes: its teardown of the demo cluster runs at once,
+## the stop itself only once the T3 tests have released the lock they hold on it (LOCALKUBE_USERS_LOCK)
 e2e-and-readme: localkube
 	$(MAKE) -j2 --output-sync=target k8s molecule-then-readme
 

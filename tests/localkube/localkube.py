@@ -13,12 +13,16 @@ ReadWriteMany included).
 
     localkube.py start            idempotent: starts what is not running, waits until it all works
     localkube.py stop             stops everything, removes every pod, mount, rule and interface it made
+                                  (first waits until no test holds LOCALKUBE_USERS_LOCK, below)
     localkube.py purge            stop, then delete all cluster state (etcd, volumes, certificates)
     localkube.py status           one line per component
     localkube.py load-images IMG...   copy images from the Docker engine into containerd (unchanged ones skip)
     localkube.py env              shell exports (KUBECONFIG, PATH with kubectl)
 
 Every failure names the component, the reason and the component's log file, and exits 1.
+Users of the cluster (make k8s: the T3 tests) hold LOCALKUBE_USERS_LOCK, a file, shared while they run;
+`stop` and `purge` take it exclusively before anything else, so that they wait for those users to end
+(and what else a caller does before them, such as a teardown of its own Slurm cluster, overlaps them).
 Paths: state /var/lib/hpc-localkube, logs /var/log/hpc-localkube, sockets/pids /run/hpc-localkube.
 Why each setting is what it is: tests/localkube/README.md.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import fcntl
 import gzip
 import hashlib
@@ -888,6 +893,26 @@ def cmd_load_images(args) -> None:
         say("%s: imported in %.1f s" % (image, time.monotonic() - start))
 
 
+@contextlib.contextmanager
+def _users_gone(wait: bool):
+    """For stop and purge: hold LOCALKUBE_USERS_LOCK exclusively, waiting (and saying so) while a user of
+    the cluster holds it. Taken before the command lock, so that the waiting users can still `start` and
+    `load-images`; nothing for the other commands or without the variable."""
+    path = os.environ.get("LOCALKUBE_USERS_LOCK")
+    if not wait or not path:
+        yield
+        return
+    with open(path, "a", encoding="ascii") as users:
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say("waiting until the users of the cluster end (they hold %s)" % path)
+            started = time.monotonic()
+            fcntl.flock(users, fcntl.LOCK_EX)
+            say("the users ended after %.0f s" % (time.monotonic() - started))
+        yield
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -899,12 +924,13 @@ def main(argv: list[str] | None = None) -> None:
     load.set_defaults(func=cmd_load_images)
     args = parser.parse_args(argv)
     try:
-        # one command at a time (parallel test workers all run `start`): the others wait for it
-        RUN.mkdir(parents=True, exist_ok=True)
-        with open(RUN / "lock", "w") as lock:
-            if args.command != "status":
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            args.func(args)
+        with _users_gone(args.command in ("stop", "purge")):
+            # one command at a time (parallel test workers all run `start`): the others wait for it
+            RUN.mkdir(parents=True, exist_ok=True)
+            with open(RUN / "lock", "w") as lock:
+                if args.command != "status":
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                args.func(args)
     except LocalKubeError as err:
         print(err.report(), file=sys.stderr)
         sys.exit(1)

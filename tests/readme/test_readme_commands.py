@@ -4,14 +4,13 @@ README's first screen gives two commands, `make up` and `make test` (this test r
 "Try it on this machine" gives the commands to use the cluster `make up` made and to remove it. They
 run here in that order, each as a shell command from the repository root, and must succeed; the
 first job's output and the pods are checked. `make down` ends with the local Kubernetes stopped: in
-`make test` this runs beside the T3 tests (after Molecule, in its lane), and runs `make down` only once
-they are done (they hold LOCALKUBE_USERS_LOCK, shared, while they run; this takes it exclusively).
+`make test` this runs beside the T3 tests (after Molecule, in its lane); its teardown overlaps them, and
+the stop of the local Kubernetes waits until they are done (they hold LOCALKUBE_USERS_LOCK, shared, while
+they run; `localkube.py stop` takes it exclusively).
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
 import subprocess
 import sys
@@ -49,9 +48,9 @@ def test_try_it_on_this_machine_as_written():
     assert sorted(srun.split()) == ["slurmd-0", "slurmd-1"]
     pods = next(out for command, out in outputs.items() if "get pods" in command)
     assert len(re.findall(r" Running ", pods)) == 6, pods
-    with open(os.environ.get("LOCALKUBE_USERS_LOCK", os.devnull), "a", encoding="ascii") as users:
-        fcntl.flock(users, fcntl.LOCK_EX)
-        shell(commands[-1])
+    # `make down` tears its Slurm cluster down at once; the local Kubernetes then stops once the T3 tests
+    # beside it have ended (localkube.py stop waits for LOCALKUBE_USERS_LOCK, which they hold)
+    shell(commands[-1])
     status = subprocess.run([sys.executable, str(ROOT / "tests" / "localkube" / "localkube.py"), "status"],
                             capture_output=True, text=True, check=False)
     assert status.returncode == 1 and "ready" not in status.stdout, status.stdout
