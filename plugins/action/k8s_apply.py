@@ -22,7 +22,7 @@ from ansible.plugins.loader import lookup_loader
 from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _manifests
 from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils._k8s_apply import (
     ApplyError,
-    k8s_outdated, k8s_reads, k8s_stamp, k8s_unready)
+    k8s_existing, k8s_outdated, k8s_reads, k8s_stamp, k8s_unready)
 
 _SPEC = {
     "definitions": {"type": "list", "elements": "dict", "default": []},
@@ -127,25 +127,31 @@ class ActionModule(ActionBase):
         except Exception as error:  # the lookup raises AnsibleError and the client's own errors alike
             raise AnsibleActionFail("%s: %s" % (step, error)) from None
 
-    def _served(self, definition):
-        """Whether the API serves the kind of `definition`. Kubernetes' own API groups (no dot, or under
-        k8s.io) always do, with no read; a custom resource's kind is looked up (the object by name), and only
-        "no such kind" means no: any other error stops everything."""
-        group = definition["apiVersion"].rpartition("/")[0]
-        if "." not in group or group.endswith(".k8s.io"):
-            return True
-        meta = definition["metadata"]
-        query = {"api_version": definition["apiVersion"], "kind": definition["kind"], "resource_name": meta["name"]}
-        if meta.get("namespace"):
-            query["namespace"] = meta["namespace"]
-        try:
-            lookup_loader.get("kubernetes.core.k8s", loader=self._loader, templar=self._templar).run(
-                [], variables=self._task_vars, **dict(query, **self._auth))
-        except Exception as error:  # the client's ResourceNotFoundError, as raised or wrapped by the lookup
-            if type(error).__name__ == "ResourceNotFoundError" or "No matches found for" in str(error):
-                return False
-            raise AnsibleActionFail("reading %s: %s" % (_name(definition), error)) from None
-        return True
+    @staticmethod
+    def _custom(api_version):
+        """Whether a kind of `api_version` may be unserved: not one of Kubernetes' own API groups (no dot, or
+        under k8s.io), which every API server serves."""
+        group = api_version.rpartition("/")[0]
+        return "." in group and not group.endswith(".k8s.io")
+
+    def _existing(self, definitions):
+        """The definitions whose object exists, from one list per kind and namespace. A custom resource's
+        kind that the API does not serve (its CustomResourceDefinition is not installed) has no object;
+        any other error stops everything."""
+        live = []
+        for read in k8s_reads(definitions):
+            query = {key: value for key, value in read.items() if key != "name"}
+            if "name" in read:
+                query["resource_name"] = read["name"]
+            try:
+                live += lookup_loader.get("kubernetes.core.k8s", loader=self._loader, templar=self._templar).run(
+                    [], variables=self._task_vars, **dict(query, **self._auth))
+            except Exception as error:  # the client's ResourceNotFoundError, as raised or wrapped by the lookup
+                if self._custom(read["api_version"]) and (
+                        type(error).__name__ == "ResourceNotFoundError" or "No matches found for" in str(error)):
+                    continue
+                raise AnsibleActionFail("reading the live %s objects: %s" % (read["kind"], error)) from None
+        return k8s_existing(definitions, live)
 
     def _live(self, stamped):
         live = []
@@ -207,13 +213,12 @@ class ActionModule(ActionBase):
         return in_new_namespaces
 
     def _absent(self, definitions, wait, report):
-        """Delete what exists, in order: kubernetes.core.k8s reads first, so a missing object costs no
-        write. Foreground propagation with wait: an object is gone only once its dependents are (a
-        StatefulSet's pods have stopped, their preStop hooks have run). An object of a kind the cluster does
-        not serve (a custom resource whose CustomResourceDefinition is not installed) does not exist:
-        kubernetes.core.k8s would fail on its kind, so it is left out."""
-        definitions = [d for d in definitions if self._served(d)]
-        for group in (_secrets(definitions), _plain(definitions)):
+        """Delete what exists, in order. The objects are read first (one list per kind and namespace), so a
+        deletion of what does not exist costs a read and no module run: a no-op site.yml deletes, every time,
+        the parts the cluster does not run. Foreground propagation with wait: an object is gone only once
+        its dependents are (a StatefulSet's pods have stopped, their preStop hooks have run)."""
+        existing = self._existing(definitions) if definitions else []
+        for group in (_secrets(existing), _plain(existing)):
             if group:
                 report["deleted"] += self._module("deleting %s" % ", ".join(map(_name, group)), "kubernetes.core.k8s", {
                     "state": "absent", "definition": group, "delete_options": {"propagationPolicy": "Foreground"},

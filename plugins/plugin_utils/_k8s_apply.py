@@ -122,6 +122,12 @@ def k8s_outdated(definitions, live_objects):
     return outdated
 
 
+def k8s_existing(definitions, live_objects):
+    """The manifests among `definitions` whose object is among `live_objects` (what a deletion must delete)."""
+    live = {_key(obj) for obj in live_objects if isinstance(obj, dict)}
+    return [definition for definition in definitions if _key(definition) in live]
+
+
 def k8s_reads(definitions):
     """The k8s_info queries that read every live object of `definitions` in as few requests as possible:
     one list per apiVersion, kind and namespace; cluster-scoped objects (no namespace) by name."""

@@ -157,19 +157,34 @@ def test_a_read_that_fails_stops_before_any_write():
 def test_absent_deletes_secrets_then_the_rest_in_order_and_reports_what_existed():
     delete = dict(state="absent", delete_options={"propagationPolicy": "Foreground"}, wait=True, wait_timeout=300)
     result, queries, calls = run_action(
-        {"definitions": [WORKERS, SECRET, CONFIG], "state": "absent"}, [],
+        {"definitions": [WORKERS, SECRET, CONFIG], "state": "absent"}, [served(WORKERS), served(SECRET), served(CONFIG)],
         module_results=[{"changed": True}, {"changed": False, "result": {"results": [{"changed": True},
                                                                                      {"changed": False}]}}])
-    assert queries == []
+    # one list per kind first: only what exists is deleted
+    assert queries == [dict(api_version="apps/v1", kind="StatefulSet", namespace="slurm"),
+                       dict(api_version="v1", kind="Secret", namespace="slurm"),
+                       dict(api_version="v1", kind="ConfigMap", namespace="slurm")]
     assert calls == [("kubernetes.core.k8s", dict(delete, definition=[SECRET])),
                      ("kubernetes.core.k8s", dict(delete, definition=[WORKERS, CONFIG]))]
     assert result["deleted"] == ["Secret/slurm-munge", "StatefulSet/slurmd"] and result["changed"] is True
 
 
+def test_absent_deletes_only_what_exists_and_a_rerun_starts_no_module():
+    delete = dict(state="absent", delete_options={"propagationPolicy": "Foreground"}, wait=True, wait_timeout=300)
+    result, _queries, calls = run_action({"definitions": [WORKERS, SECRET, CONFIG], "state": "absent"},
+                                         [served(CONFIG)])
+    assert calls == [("kubernetes.core.k8s", dict(delete, definition=[CONFIG]))]
+    assert result["deleted"] == ["ConfigMap/slurm-config"]
+    result, queries, calls = run_action({"definitions": [WORKERS, SECRET, CONFIG], "state": "absent"}, [])
+    assert len(queries) == 3 and calls == []
+    assert result["deleted"] == [] and result["changed"] is False
+
+
 def test_network_policies_off_deletes_the_given_policies_without_waiting_after_the_rest():
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p", "namespace": "slurm"}}
-    result, queries, calls = run_action({"definitions": [policy, CONFIG], "network_policies": False}, [served(CONFIG)])
-    assert [query["kind"] for query in queries] == ["ConfigMap"]
+    result, queries, calls = run_action({"definitions": [policy, CONFIG], "network_policies": False},
+                                        [served(CONFIG), served(policy)])
+    assert [query["kind"] for query in queries] == ["ConfigMap", "NetworkPolicy"]
     assert calls == [("kubernetes.core.k8s", dict(state="absent", definition=[policy], wait=False, wait_timeout=300,
                                                   delete_options={"propagationPolicy": "Foreground"}))]
     assert result["deleted"] == ["NetworkPolicy/p"] and result["applied"] == []
@@ -178,7 +193,7 @@ def test_network_policies_off_deletes_the_given_policies_without_waiting_after_t
 def test_network_policies_off_with_state_absent_deletes_them_in_order_with_the_rest():
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p", "namespace": "slurm"}}
     _result, _queries, calls = run_action({"definitions": [policy, CONFIG], "state": "absent",
-                                           "network_policies": False}, [])
+                                           "network_policies": False}, [served(policy), served(CONFIG)])
     assert calls == [("kubernetes.core.k8s", dict(state="absent", definition=[policy, CONFIG], wait=True, wait_timeout=300,
                                                   delete_options={"propagationPolicy": "Foreground"}))]
 
@@ -212,11 +227,11 @@ METRICS = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "slurmctl
 
 
 def test_absent_leaves_out_a_custom_kind_the_cluster_does_not_serve():
-    result, queries, calls = run_action({"definitions": [METRICS, MONITOR], "state": "absent", "auth": AUTH}, [],
-                                        unserved={"ServiceMonitor"})
-    # Kubernetes' own kinds are not looked up; the custom one is, by name, once
-    assert queries == [{"api_version": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-                        "resource_name": "slurmctld-metrics", "namespace": "slurm", **AUTH}]
+    result, queries, calls = run_action({"definitions": [METRICS, MONITOR], "state": "absent", "auth": AUTH},
+                                        [served(METRICS)], unserved={"ServiceMonitor"})
+    # one list per kind; the custom kind's "no such kind" means no such object
+    assert queries == [{"api_version": "v1", "kind": "Service", "namespace": "slurm", **AUTH},
+                       {"api_version": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "namespace": "slurm", **AUTH}]
     assert calls == [("kubernetes.core.k8s", dict(state="absent", definition=[METRICS],
                                                   delete_options={"propagationPolicy": "Foreground"},
                                                   wait=True, wait_timeout=300, **AUTH))]
@@ -224,8 +239,14 @@ def test_absent_leaves_out_a_custom_kind_the_cluster_does_not_serve():
 
 
 def test_absent_deletes_a_custom_kind_the_cluster_serves():
-    _result, _queries, calls = run_action({"definitions": [METRICS, MONITOR], "state": "absent", "auth": AUTH}, [])
+    _result, _queries, calls = run_action({"definitions": [METRICS, MONITOR], "state": "absent", "auth": AUTH},
+                                          [served(METRICS), served(MONITOR)])
     assert [d["kind"] for d in calls[0][1]["definition"]] == ["Service", "ServiceMonitor"]
+
+
+def test_absent_fails_closed_when_one_of_kubernetes_own_kinds_is_not_found():
+    with pytest.raises(AnsibleActionFail, match="^reading the live Service objects: No matches found"):
+        run_action({"definitions": [METRICS], "state": "absent"}, [], unserved={"Service"})
 
 
 def test_absent_stops_when_a_custom_kind_cannot_be_read():
@@ -238,6 +259,6 @@ def test_absent_stops_when_a_custom_kind_cannot_be_read():
                                     shared_loader_obj=None)
     action._execute_module = mock.MagicMock()
     with mock.patch.object(k8s_apply.lookup_loader, "get", return_value=Broken([])):
-        with pytest.raises(AnsibleActionFail, match="reading ServiceMonitor/slurmctld-metrics: Unauthorized"):
+        with pytest.raises(AnsibleActionFail, match="^reading the live ServiceMonitor objects: Unauthorized$"):
             action.run(task_vars={})
     action._execute_module.assert_not_called()
