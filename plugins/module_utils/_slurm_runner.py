@@ -87,12 +87,13 @@ class SlurmRunner:
             self._paths[name] = path
         return self._paths[name]
 
-    def run(self, binary, args, stderr_failure=_STDERR_FAILURE):
-        """Run `binary args...` and return its stdout; raise SlurmCommandError on any failure (a non-zero
-        exit, or stderr matching `stderr_failure`)."""
+    def run(self, binary, args, stderr_failure=_STDERR_FAILURE, data=None):
+        """Run `binary args...` (with `data` on its standard input) and return its stdout; raise
+        SlurmCommandError on any failure (a non-zero exit, or stderr matching `stderr_failure`)."""
         argv = [self._binary(binary)] + [str(arg) for arg in args]
         self.commands.append(argv)
-        rc, stdout, stderr = self._module.run_command(argv, check_rc=False, environ_update=self._environ)
+        extra = {} if data is None else dict(data=data, binary_data=False)
+        rc, stdout, stderr = self._module.run_command(argv, check_rc=False, environ_update=self._environ, **extra)
         if rc != 0 or stderr_failure.search(stderr or ""):
             raise SlurmCommandError(argv, rc, stdout, stderr)
         return stdout

@@ -15,9 +15,11 @@ description:
   - Brings Slurm's accounting database (slurmdbd) to the listed QoS, accounts and users in one task,
     through C(sacctmgr).
   - Reads the current state once (C(sacctmgr --parsable2 --noheader show ...)), validates the whole
-    input against it, plans, and only then changes anything. Entities that take the same change share
-    one C(sacctmgr -i) call. After the changes it reads the state again and fails if slurmdbd does not
-    report what was asked, so a second run reports no change.
+    input against it, plans, and only then changes anything. Every new account, user and association is
+    added by one C(sacctmgr -i load) of a computed flat file (the format of C(sacctmgr dump)); QoS,
+    modifications and removals are C(sacctmgr -i) calls, entities that take the same change sharing one.
+    After the changes it reads the state again and fails if slurmdbd does not report what was asked, so a
+    second run reports no change.
   - One module rather than one per entity, because the entities depend on each other (an association
     names an account and QoS, an account its parent); planning them together orders the calls so that
     Slurm accepts them, and validates references before anything changes.
@@ -235,11 +237,20 @@ changes:
     accounts: {}
     users: {alice: {action: add, before: null, after: {default_account: physics, associations: [physics]}}}
 commands:
-  description: The sacctmgr argument lists run (in check mode, the ones that would run), in order.
+  description:
+    - The sacctmgr argument lists run (in check mode, the ones that would run), in order.
+    - Every new account, user and association is added by one C(sacctmgr -i load file=/dev/stdin) of RV(load_file).
   returned: always
   type: list
   elements: list
   sample: [["sacctmgr", "-i", "modify", "qos", "where", "name=debug", "set", "MaxWall=30"]]
+load_file:
+  description:
+    - The flat file (the format of C(sacctmgr dump)) that the load command of RV(commands) reads on its standard
+      input; null when nothing is added.
+  returned: always
+  type: str
+  sample: "Cluster - 'linux'\nParent - 'physics'\nUser - 'alice':DefaultAccount='physics'\n"
 deferred:
   description: The QoS limits left for a later run (see O(defer_tres)).
   returned: always
@@ -261,6 +272,7 @@ msg:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_accounting import (
+    LOAD_COMMAND,
     AccountingState,
     blocking_jobs,
     plan,
@@ -285,8 +297,9 @@ def run(module, runner):
     entities = dict((kind, params[kind]) for kind in _KINDS)
     the_plan = plan(state, purge=params["purge"], defer_tres=params["defer_tres"], **entities)
 
+    load_file = the_plan.load_file()
     result = dict(cluster=state.cluster, changed=bool(the_plan.commands), deferred=the_plan.deferred,
-                  commands=[["sacctmgr"] + command for command in the_plan.commands])
+                  commands=[["sacctmgr"] + command for command in the_plan.commands], load_file=load_file)
     result["changes"] = dict((kind, {}) for kind in _KINDS)
     for change in the_plan.changes:
         result["changes"][change.kind][change.name] = dict(action=change.action, before=change.before, after=change.after)
@@ -305,7 +318,7 @@ def run(module, runner):
         done = []
         for command in the_plan.commands:
             try:
-                runner.run("sacctmgr", command)
+                runner.run("sacctmgr", command, data=load_file if tuple(command) == LOAD_COMMAND else None)
             except SlurmCommandError as error:
                 error.details.update(result, commands_done=[["sacctmgr"] + c for c in done])
                 raise

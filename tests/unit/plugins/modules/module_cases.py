@@ -5,7 +5,8 @@
 """Run a module against YAML test cases that list the exact commands it must run.
 
 Each case (see test_slurm_*.yaml): `id`, `input` (module arguments), `flags` (`check`, `diff`),
-`commands` (in order: `argv` without the binary's directory, `environ` if any, `rc`, `out`, `err`),
+`commands` (in order: `argv` without the binary's directory, `environ` if any, `stdin` if any, `rc`, `out`,
+`err`),
 and `output` (keys the result must contain with these values; `failed: true` for failures,
 `msg_contains` for a part of the message). A command the module runs that is not next in the list,
 or one left unrun, fails the case.
@@ -38,6 +39,7 @@ class _Commands:
         step = self.expected.pop(0)
         assert short == step["argv"], "command %d differs" % len(self.ran)
         assert (environ_update or {}) == step.get("environ", {}), "environment of %r" % (short,)
+        assert kwargs.get("data") == step.get("stdin"), "standard input of %r: %r" % (short, kwargs.get("data"))
         return step.get("rc", 0), step.get("out", ""), step.get("err", "")
 
 
