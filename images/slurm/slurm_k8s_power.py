@@ -5,11 +5,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Create and delete the pods of Slurm power-save ("burst") nodes through the Kubernetes API.
 
-    /usr/bin/python3 -I slurm_k8s_power.py resume|suspend|resume-fail HOSTLIST [--config FILE]
+    /usr/bin/python3 -I slurm_k8s_power.py resume|suspend|resume-fail|prolog HOSTLIST [--config FILE]
 
 Slurm runs ResumeProgram, SuspendProgram and ResumeFailProgram with the hostlist as the only
-argument, so the role points them at three two-line wrappers that add the subcommand. One pod per
-node, named after the node: the API server guarantees there is never a second one.
+argument, so the role points them at wrappers that add the subcommand. One pod per node, named
+after the node: the API server guarantees there is never a second one.
 
 - resume:      read SLURM_RESUME_FILE first (it vanishes when slurmctld stops); per node GET the pod:
                Pending/Running: nothing to do; Failed/Succeeded: delete it, then create a new one;
@@ -19,6 +19,13 @@ node, named after the node: the API server guarantees there is never a second on
                missing pod (404) is success. Does not wait for pods to go.
 - resume-fail: delete the pods of nodes that did not come up by ResumeTimeout, then
                `scontrol update nodename=... state=resume` (DOWN+POWERED_DOWN -> IDLE+POWERED_DOWN).
+- prolog:      PrologSlurmctld, with the job's nodes (SLURM_JOB_NODELIST; its wrapper calls this only
+               when they name a burst node): wait until every burst node of the job has registered
+               (neither POWERED_DOWN nor POWERING_UP in `scontrol show node`), then exit 0. slurmctld
+               launches a batch job whose nodes were powered up at its periodic job check, every 30 s,
+               unless a PrologSlurmctld ends once they are ready: then at once. Always exits 0 (a
+               node that goes DOWN, or is not up by its group's ResumeTimeout, is left to Slurm's
+               own handling: ResumeTimeout, requeue), so it never fails a job itself.
 
 Every call may overlap with others and repeat after a slurmctld restart: each step is idempotent.
 Only the Python standard library is used. The configuration is a JSON file rendered by the
@@ -46,7 +53,7 @@ import urllib.request
 DESCRIPTION = __doc__
 PROG = "slurm-k8s-power"
 DEFAULT_CONFIG = "/etc/slurm-k8s/power/config.json"
-COMMANDS = ("resume", "suspend", "resume-fail")
+COMMANDS = ("resume", "suspend", "resume-fail", "prolog")
 LOG = logging.getLogger(PROG)
 
 EXIT_OK = 0
@@ -97,6 +104,7 @@ class Group:
             self.count = int(data["count"])
             self.pod_template = str(data["pod_template"])
             self.suspend_grace_period = int(data.get("suspend_grace_period", 30))
+            self.resume_timeout = float(data.get("resume_timeout", 600))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError("invalid group %r: %s" % (data, exc)) from exc
         self._pattern = re.compile(re.escape(self.prefix) + r"(0|[1-9][0-9]*)")
@@ -126,11 +134,14 @@ class Config:
             self.token_file = str(data["token_file"])
             self.ca_file = str(data.get("ca_file") or "")
             self.scontrol = str(data.get("scontrol", "/usr/bin/scontrol"))
+            # the SLURM_CONF of every scontrol call (Slurm runs PrologSlurmctld without one); "" keeps the caller's
+            self.slurm_conf = str(data.get("slurm_conf") or "")
             self.log_file = str(data.get("log_file") or "")
             self.owner_statefulset = str(data.get("owner_statefulset") or "")
             self.request_timeout = float(data.get("request_timeout", 10))
             self.terminating_wait = float(data.get("terminating_wait", 30))
             self.poll_interval = float(data.get("poll_interval", 1))
+            self.prolog_poll_interval = float(data.get("prolog_poll_interval", 0.5))
             self.parallel = max(1, int(data.get("parallel", 8)))
             self.groups = [Group(item) for item in data["groups"]]
         except (KeyError, TypeError, ValueError) as exc:
@@ -298,6 +309,32 @@ def expand_hostlist(scontrol: str, hostlist: str) -> list[str]:
     return nodes
 
 
+# flags of `scontrol show node` that keep slurmctld from launching a job there (select plugin's job_ready)
+NOT_READY_FLAGS = frozenset(("POWERED_DOWN", "POWERING_UP", "POWER_DOWN", "POWER_UP"))
+# base states after which the node will not come up for this job (Slurm requeues it)
+GIVEN_UP_STATES = frozenset(("DOWN", "FUTURE", "UNKNOWN"))
+
+
+def node_states(scontrol: str, nodes: list[str]) -> dict[str, tuple[str, frozenset]]:
+    """node -> (base state, flags) from one `scontrol show node --oneliner NODES`."""
+    argv = [scontrol, "show", "node", "--oneliner", ",".join(nodes)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmCommandError("%s: %s" % (" ".join(argv), exc)) from exc
+    if proc.returncode != 0:
+        raise SlurmCommandError("%s: exit %d: %s" % (" ".join(argv), proc.returncode, proc.stderr.strip()))
+    states = {}
+    for line in proc.stdout.splitlines():
+        name = re.search(r"(?:^|\s)NodeName=(\S+)", line)
+        state = re.search(r"(?:^|\s)State=(\S+)", line)
+        if name and state:
+            parts = [part.rstrip("*~#!%$@^-") for part in state.group(1).upper().split("+")]
+            flags = set(parts[1:]) | ({"NOT_RESPONDING"} if state.group(1).split("+")[0].endswith("*") else set())
+            states[name.group(1)] = (parts[0], frozenset(flags))
+    return states
+
+
 def resume_nodes_in_slurm(scontrol: str, nodes: list[str]) -> None:
     """DOWN+POWERED_DOWN -> IDLE+POWERED_DOWN (idle~), so that Slurm may power the nodes up again."""
     argv = [scontrol, "update", "nodename=" + ",".join(nodes), "state=resume"]
@@ -425,6 +462,30 @@ class PowerProgram:
         return []
 
 
+def wait_until_registered(config: Config, nodes: list[str], clock=time.monotonic, sleep=time.sleep) -> str:
+    """PrologSlurmctld: return once every burst node among `nodes` has registered (or will not, for now)."""
+    burst = {}
+    for node in nodes:
+        for group in config.groups:
+            if group.owns(node):
+                burst[node] = group
+    if not burst:
+        return "no burst node"
+    deadline = clock() + max(group.resume_timeout for group in burst.values())
+    started = clock()
+    while True:
+        states = node_states(config.scontrol, sorted(burst))
+        waiting = sorted(node for node in burst if node not in states or states[node][1] & NOT_READY_FLAGS)
+        if not waiting:
+            return "every burst node registered after %.1f s" % (clock() - started)
+        down = [node for node in waiting if node in states and states[node][0] in GIVEN_UP_STATES]
+        if down:
+            return "%s %s: left to Slurm (ResumeTimeout, requeue)" % (",".join(down), states[down[0]][0])
+        if clock() > deadline:
+            return "%s not registered within its ResumeTimeout: left to Slurm" % ",".join(waiting)
+        sleep(config.prolog_poll_interval)
+
+
 def map_jobs_to_nodes(scontrol: str, jobs_by_hostlist: dict[str, list[int]]) -> dict[str, list[int]]:
     node_jobs: dict[str, list[int]] = {}
     for hostlist, jobs in jobs_by_hostlist.items():
@@ -467,8 +528,12 @@ def main(argv: list[str] | None = None) -> int:
         LOG.error("%s", exc)
         return EXIT_CONFIG
     setup_logging(config.log_file, args.command)
+    if config.slurm_conf:
+        os.environ["SLURM_CONF"] = config.slurm_conf   # for every scontrol call
     started = time.monotonic()
     LOG.info("called for %s", args.hostlist)
+    if args.command == "prolog":
+        return prolog(config, args.hostlist, started)
     try:
         client = KubeClient(config)
         nodes = expand_hostlist(config.scontrol, args.hostlist)
@@ -484,6 +549,20 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NODE_FAILED
     LOG.info("finished in %.2f s (exit %d)", time.monotonic() - started, code)
     return code
+
+
+def prolog(config: Config, hostlist: str, started: float) -> int:
+    """PrologSlurmctld: always exit 0, whatever happens (a failing PrologSlurmctld would requeue the job)."""
+    job = os.environ.get("SLURM_JOB_ID", "?")
+    try:
+        outcome = wait_until_registered(config, expand_hostlist(config.scontrol, hostlist))
+    except PowerError as exc:
+        outcome = "%s: launch left to slurmctld's periodic job check" % exc
+        LOG.warning("job %s: %s", job, outcome)
+    else:
+        LOG.info("job %s: %s", job, outcome)
+    LOG.info("finished in %.2f s (exit 0)", time.monotonic() - started)
+    return EXIT_OK
 
 
 def _parse_resume_text(path: str, text: str | None) -> dict[str, list[int]]:

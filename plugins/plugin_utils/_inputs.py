@@ -636,6 +636,7 @@ RULES = {
     "powersave_program": CONTAINER_PATH,
     "powersave_log_file": CONTAINER_PATH,
     "powersave_scontrol": CONTAINER_PATH,
+    "powersave_slurm_conf_path": CONTAINER_PATH,
     "powersave_request_timeout": _int_range(1, 300, " seconds"),
     "powersave_terminating_wait": _int_range(0, 3600, " seconds"),
     "powersave_owner_statefulset": DNS1123_SUBDOMAIN,

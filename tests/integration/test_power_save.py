@@ -86,6 +86,8 @@ def site_vars(workdir: Path, fake: FakeKube) -> dict:
         "powersave_token_path": str(workdir / "power-token"),
         "powersave_log_file": str(workdir / "log" / "slurm-k8s-power.log"),
         "powersave_scontrol": shutil.which("scontrol") or "/usr/bin/scontrol",
+        # where SlurmHostCluster writes slurm.conf (in the pod: where the entrypoint links it)
+        "powersave_slurm_conf_path": str(workdir / "etc" / "slurm.conf"),
         "powersave_api_server": fake.url,
         "powersave_terminating_wait": 10,
         # two static always-on workers with the Feature of the dynamic ones (NodeSet k8s)
@@ -380,7 +382,7 @@ def test_slurm_conf_is_the_config_roles_with_the_powersave_facts(power):
     assert "SuspendExcStates" not in text
     # the wrappers slurmctld runs are the rendered ones, root-owned and not writable (else Slurm
     # silently disables power saving)
-    for command in ("resume", "suspend", "resume-fail"):
+    for command in ("resume", "suspend", "resume-fail", "prolog"):
         wrapper = Path(mount) / command
         assert wrapper.read_text() == cluster.power_files[command]
         assert wrapper.stat().st_mode & 0o777 == 0o555
@@ -389,7 +391,7 @@ def test_slurm_conf_is_the_config_roles_with_the_powersave_facts(power):
 
 def test_burst_nodes_start_powered_down(power):
     cluster, fake = power[0], power[1]
-    wait_for(lambda: all(node_state(cluster, n) == "idle~" for n in BURST), 30, "burst nodes idle~")
+    wait_for(lambda: all(node_state(cluster, n) == "idle~" for n in BURST), 120, "burst nodes idle~")
     assert all(node_state(cluster, n) == "idle" for n in ALWAYS_ON + [DYNAMIC])
     # NodeSet k8s: the default partition has the always-on workers, static and dynamic, and no burst node
     assert partition_nodes(cluster, "compute") == sorted(ALWAYS_ON + [DYNAMIC])
@@ -401,7 +403,7 @@ def test_default_partition_never_powers_up_a_burst_node(power):
     cluster, fake = power[0], power[1]
     out = cluster.run(["sbatch", "--parsable", "-N3", "-o", "/dev/null", "--wrap", "true"]).stdout
     job = out.strip().split(";")[0]
-    wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 30, "job %s COMPLETED" % job)
+    wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 120, "job %s COMPLETED" % job)
     info = job_info(cluster, job)
     assert info["Partition"] == "compute"
     assert sorted(cluster.run(["scontrol", "show", "hostnames", info["NodeList"]]).stdout.split()) == \
@@ -409,42 +411,45 @@ def test_default_partition_never_powers_up_a_burst_node(power):
     assert fake.calls("POST") == []
 
 
+def slurm_epoch(stamp: str) -> float:
+    """A time as Slurm prints it (local time, seconds) in seconds since the epoch."""
+    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
+
+
 def test_job_powers_a_node_up_runs_and_the_node_powers_down(power):
     cluster, fake, kubelet = power
     kubelet.stuck = False
     with Watcher(cluster) as watcher:
-        submitted = time.monotonic()
         job = submit(cluster, 3)
-        node = wait_for(lambda: job_info(cluster, job).get("NodeList") in BURST and job_info(cluster, job)["NodeList"],
-                        15, "job %s to get a burst node" % job, interval=0.1)
-        allocated = time.monotonic()
-        # the fake API stores the pod, runs its kubelet hook, then records the request: wait for the record
-        # itself (a final state), never read it between the two (CI failed on that race once)
-        created = wait_for(lambda: fake.calls("POST", node), 15, "pod %s POSTed" % node, interval=0.05)[-1].time
-        wait_for(lambda: node_state(cluster, node).rstrip("#~%") in ("alloc", "mix") and
-                 not node_state(cluster, node).endswith("#"), 30, "%s registered" % node, interval=0.1)
-        registered = time.monotonic()
-        wait_for(lambda: job_info(cluster, job).get("JobState") in ("RUNNING", "COMPLETING", "COMPLETED"),
-                 60, "job %s to start" % job, interval=0.1)
-        started = time.monotonic()
-        report("sbatch -> node allocated (idle~ -> alloc~)", allocated - submitted)
-        report("sbatch -> pod POSTed by ResumeProgram", created - submitted)
-        report("sbatch -> slurmd registered (alloc)", registered - submitted)
-        report("sbatch -> job RUNNING", started - submitted)
-        wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 30, "job %s COMPLETED" % job,
-                 interval=0.1)
-        ended = time.monotonic()
-        wait_for(lambda: node not in fake.pods, 30, "pod %s deleted" % node, interval=0.1)
-        deleted = time.monotonic()
-        report("job COMPLETED -> pod deleted", deleted - ended)
-        wait_for(lambda: node_state(cluster, node) == "idle~", 30, "%s idle~" % node)
-        report("job COMPLETED -> node idle~", time.monotonic() - ended)
+        # final states only, with deadlines for a loaded 2-core machine; the times come from the records below
+        wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 180, "job %s COMPLETED" % job,
+                 interval=0.5)
+        node = job_info(cluster, job)["NodeList"]
+        assert node in BURST, job_info(cluster, job)
+        wait_for(lambda: node not in fake.pods, 120, "pod %s deleted" % node, interval=0.2)
+        wait_for(lambda: node_state(cluster, node) == "idle~", 120, "%s idle~" % node)
+    info = job_info(cluster, job)
+    submitted, started = slurm_epoch(info["SubmitTime"]), slurm_epoch(info["StartTime"])
+    ended = slurm_epoch(info["EndTime"])
+    created = [r for r in fake.calls("POST") if r.body["metadata"]["name"] == node][-1].time
+    deleted = [r for r in fake.calls("DELETE") if r.path.endswith("/" + node)][-1].time
+    # (the fake API's request times are monotonic: their distance is what counts)
+    report("sbatch -> job started (Slurm's SubmitTime -> StartTime, reset at the launch)", started - submitted)
+    report("pod POSTed by ResumeProgram -> pod DELETEd by SuspendProgram", deleted - created)
+    report("job ended -> node idle~ (Slurm's EndTime -> now)", time.time() - ended)
     # the record of slurmctld running ResumeProgram for the node and, once idle, SuspendProgram (each
     # call is logged with the hostlist Slurm passed), and the final state; sampled states would only
     # show what the poller happened to catch
     assert node in called_for(cluster, "resume")
     assert node in called_for(cluster, "suspend")
     assert node_state(cluster, node) == "idle~"
+    # PrologSlurmctld waited for the node, and slurmctld launched the job when it ended (prolog_running_decr),
+    # not at its periodic job check (job_time_limit, every 30 s)
+    assert re.search(r"prolog INFO job %s: every burst node registered after" % job, power_log(cluster)), \
+        power_log(cluster)[-3000:]
+    ctld_log = (cluster.log_dir / "slurmctld.log").read_text()
+    assert re.search(r"prolog_running_decr: Configuration for JobId=%s is complete" % job, ctld_log), ctld_log[-4000:]
+    assert not re.search(r"job_time_limit: Configuration for JobId=%s complete" % job, ctld_log)
     # the pod is the rendered template, named after the node, owned by the slurmctld StatefulSet
     post = [r for r in fake.calls("POST") if r.body["metadata"]["name"] == node][-1]
     template = json.loads(cluster.power_files["pod-burst.json"])
@@ -459,12 +464,6 @@ def test_job_powers_a_node_up_runs_and_the_node_powers_down(power):
     # the always-on nodes were never powered down
     for always_on in ALWAYS_ON + [DYNAMIC]:
         assert not any("POWER" in s for s in watcher.states(always_on)), watcher.states(always_on)
-    # our share of the start latency: ResumeProgram runs within power_save_interval of the
-    # allocation and creates the pod at once; the rest is slurmctld's (see docs/power-save.md)
-    assert created - submitted <= 8, "pod created %.1f s after sbatch" % (created - submitted)
-    if started - submitted > 15:
-        print("\nNOTE: job start %.1f s after sbatch exceeds the 15 s target: Slurm 22.05 keeps the job "
-              "CONFIGURING until its periodic job check (every 30 s) sees the powered-up node" % (started - submitted))
 
 
 def test_a_busy_burst_node_powered_down_by_slurm_node_runs_its_job_to_the_end_first(power):
@@ -477,7 +476,7 @@ def test_a_busy_burst_node_powered_down_by_slurm_node_runs_its_job_to_the_end_fi
     out = cluster.run(["sbatch", "--parsable", "-p", "burst", "-N1", "-o", "/dev/null", "--wrap",
                        "while [ ! -e %s ]; do sleep 0.2; done" % release]).stdout
     job = out.strip().split(";")[0]
-    wait_for(lambda: job_info(cluster, job).get("JobState") == "RUNNING", 60, "job %s running" % job)
+    wait_for(lambda: job_info(cluster, job).get("JobState") == "RUNNING", 180, "job %s running" % job)
     node = job_info(cluster, job)["NodeList"]
     run_module = ModuleRunner(cluster)
     args = {"nodes": [node], "state": "powered_down", "tag": "rollout", "reason": "pod template changed"}
@@ -494,9 +493,9 @@ def test_a_busy_burst_node_powered_down_by_slurm_node_runs_its_job_to_the_end_fi
     assert job_info(cluster, job).get("JobState") == "RUNNING"
     deletes = len([r for r in fake.calls("DELETE") if r.path.endswith("/" + node)])
     release.touch()
-    wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 30, "job %s COMPLETED" % job)
+    wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 120, "job %s COMPLETED" % job)
     # then SuspendProgram deleted the pod (the fake API's record of the request)
-    wait_for(lambda: len([r for r in fake.calls("DELETE") if r.path.endswith("/" + node)]) > deletes, 60,
+    wait_for(lambda: len([r for r in fake.calls("DELETE") if r.path.endswith("/" + node)]) > deletes, 120,
              "pod %s deleted" % node)
     # the second job ran (perhaps on this node, powered up again: a new pod from the current template)
     wait_for(lambda: job_info(cluster, other).get("JobState") == "COMPLETED", 120, "job %s COMPLETED" % other)
@@ -507,20 +506,20 @@ def test_a_busy_burst_node_powered_down_by_slurm_node_runs_its_job_to_the_end_fi
 
 def test_stuck_pod_fails_resume_then_job_is_requeued_and_completes(power):
     cluster, fake, kubelet = power
-    wait_for(lambda: all(node_state(cluster, n) == "idle~" for n in BURST), 30, "burst nodes idle~")
+    wait_for(lambda: all(node_state(cluster, n) == "idle~" for n in BURST), 120, "burst nodes idle~")
     kubelet.stuck = True
     with Watcher(cluster) as watcher:
         job = submit(cluster, 2)
         node = wait_for(lambda: job_info(cluster, job).get("NodeList") if job_info(cluster, job).get("NodeList")
-                        not in (None, "", "(null)") else None, 15, "job %s to get a node" % job)
-        wait_for(lambda: node in fake.pods, 15, "pod %s created" % node)
+                        not in (None, "", "(null)") else None, 60, "job %s to get a node" % job)
+        wait_for(lambda: node in fake.pods, 60, "pod %s created" % node)
         assert fake.pods[node]["status"]["phase"] == "Pending"
         # ResumeTimeout: slurmctld marks the node DOWN+POWERED_DOWN, requeues the job and runs
         # ResumeFailProgram, which deletes the pod and returns the node to idle~
         wait_for(lambda: "resume-fail" in power_log(cluster) and node not in fake.pods,
                  TIMINGS["ResumeTimeout"] + 20, "resume-fail for %s" % node)
         kubelet.stuck = False   # the API behaves again
-        wait_for(lambda: int(job_info(cluster, job).get("Restarts", "0")) >= 1, 30, "job %s requeued" % job)
+        wait_for(lambda: int(job_info(cluster, job).get("Restarts", "0")) >= 1, 120, "job %s requeued" % job)
         wait_for(lambda: job_info(cluster, job).get("JobState") == "COMPLETED", 180, "job %s COMPLETED" % job,
                  interval=0.5)
     # What Slurm recorded, not states a poller happened to catch (under load it can miss down~):

@@ -83,6 +83,12 @@ def test_a_burst_job_powers_a_pod_up_and_idle_powers_it_down(cluster):
     assert ("delete", "pods", node) in by_sa, by_sa
     print("\nsubmit -> start of a burst job: %.0f s (Slurm's Submit and Start times)"
           % cluster.timings["burst_submit_to_start_s"])
+    # PrologSlurmctld waited until the node had registered, and slurmctld launched the job when it ended
+    # (prolog_running_decr), not at its next periodic job check (job_time_limit, every 30 s): the records of both
+    power_log = cluster.ctld("cat", "/var/log/slurm/slurm-k8s-power.log").stdout
+    assert re.search(r"prolog INFO job %s: every burst node registered after" % job, power_log), power_log[-3000:]
+    ctld_log = cluster.kube.kubectl("logs", "-n", cluster.namespace, "slurmctld-0", "-c", "slurmctld").stdout
+    assert re.search(r"prolog_running_decr: Configuration for JobId=%s is complete" % job, ctld_log), ctld_log[-3000:]
     # The job ran on the first power-up: a resume that fails marks the node DOWN only at ResumeTimeout and
     # requeues the job, so it would start ResumeTimeout or more after submit. How fast the first power-up
     # is depends on the machine's load (15 s idle, the README figure; 68 s seen in a loaded CI run), so

@@ -93,6 +93,14 @@ def test_slurm_conf_config_map_and_slurmctld_pod_fit_together(renders, value_set
         assert items[command]["mode"] == 0o555
         assert power[command].splitlines()[-1] == 'exec /usr/bin/python3 -I /usr/local/lib/hpc-slurm-k8s/slurm_k8s_power.py --config %s/config.json %s "$@"' % (
             mounts["power"]["mountPath"], command)
+    # PrologSlurmctld: the program waits for the burst nodes of a job on them (so that slurmctld launches it once
+    # they have registered, not at its next 30 s periodic job check); another job's prolog is one shell fork
+    assert keys["PrologSlurmctld"] == "%s/prolog" % mounts["power"]["mountPath"]
+    assert items["prolog"]["mode"] == 0o555
+    assert '  %s) exec /usr/bin/python3 -I /usr/local/lib/hpc-slurm-k8s/slurm_k8s_power.py --config %s/config.json prolog "$SLURM_JOB_NODELIST" ;;' % (
+        "|".join("*slurmd-%s-*" % g["name"] for g in groups), mounts["power"]["mountPath"]) in power["prolog"].splitlines()
+    assert power["prolog"].splitlines()[-1] == "exit 0"
+    assert [g["resume_timeout"] for g in config["groups"]] == [g.get("resume_timeout", 600) for g in groups]
     # the program finds its pod templates in the same volume, its token and CA in the projected one
     assert items["config.json"]["mode"] == 0o444
     for group in config["groups"]:
@@ -146,6 +154,7 @@ def _host_conf(text, workdir, power_dir):
         "ResumeProgram": str(power_dir / "resume"),
         "SuspendProgram": str(power_dir / "suspend"),
         "ResumeFailProgram": str(power_dir / "resume-fail"),
+        "PrologSlurmctld": str(power_dir / "prolog"),
     }
     drop = ("AccountingStorageHost", "AccountingStoragePort", "SuspendExcStates")
     lines = []
@@ -215,7 +224,7 @@ def test_slurm_conf_is_accepted_by_a_real_slurmctld(renders, value_set, host_slu
             shutil.chown(top / sub, SLURM_USER, SLURM_USER)
     # the wrappers as the slurmctld pod has them: root-owned, 0555 (Slurm checks both)
     data = run.get("ConfigMap", "slurm-power")["data"]
-    for command in ("resume", "suspend", "resume-fail"):
+    for command in ("resume", "suspend", "resume-fail", "prolog"):
         (power_dir / command).write_text(data[command])
         (power_dir / command).chmod(0o555)
     power_dir.chmod(0o755)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import py_compile
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,21 @@ if args[:2] == ["show", "hostnames"]:
             a, _, b = rng.partition("-")
             out += ["%s%d" % (m.group(1), i) for i in range(int(a), int(b or a) + 1)]
     print("\n".join(out))
+elif args[:3] == ["show", "node", "--oneliner"]:
+    # each node's states in turn, from a JSON file {node: [State, ...]}; the last one stays
+    import json
+    with open(__file__ + ".nodes") as handle:
+        states = json.load(handle)
+    with open(__file__ + ".log", "a") as log:
+        log.write(" ".join(args) + "\n")
+    if "fail-show" in open(__file__ + ".mode").read():
+        sys.exit(1)
+    for node in args[3].split(","):
+        print("NodeName=%s Arch=x86_64 CoresPerSocket=1 State=%s ThreadsPerCore=1" % (node, states[node][0]))
+        if len(states[node]) > 1:
+            states[node].pop(0)
+    with open(__file__ + ".nodes", "w") as handle:
+        json.dump(states, handle)
 elif args[:1] == ["update"]:
     with open(__file__ + ".log", "a") as log:
         log.write(" ".join(args) + "\n")
@@ -98,7 +114,7 @@ class Env:
             "owner_statefulset": "slurmctld", "request_timeout": 5, "terminating_wait": 5,
             "poll_interval": 0.2,
             "groups": [{"name": "burst", "prefix": "burst-", "count": 4,
-                        "pod_template": str(self.template), "suspend_grace_period": 7}],
+                        "pod_template": str(self.template), "suspend_grace_period": 7, "resume_timeout": 20}],
         }
         data.update(config)
         self.config.write_text(json.dumps(data))
@@ -108,6 +124,14 @@ class Env:
         env += ["%s=%s" % item for item in (extra_env or {}).items()]
         return subprocess.run(env + power.command(command, hostlist, "--config", self.config),
                               capture_output=True, text=True, timeout=60, check=False)
+
+    def node_states(self, states: dict) -> None:
+        """What the fake `scontrol show node` answers for each node, call after call (the last one stays)."""
+        Path(str(self.scontrol) + ".nodes").write_text(json.dumps(states))
+
+    def scontrol_calls(self) -> list[str]:
+        path = Path(str(self.scontrol) + ".log")
+        return path.read_text().splitlines() if path.exists() else []
 
     def log_text(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
@@ -134,7 +158,7 @@ def env(tmp_path, fake):
 def test_program_compiles_and_imports(tmp_path):
     py_compile.compile(str(PROGRAM), cfile=str(tmp_path / "prog.pyc"), doraise=True)
     module = load_program()
-    assert module.COMMANDS == ("resume", "suspend", "resume-fail")
+    assert module.COMMANDS == ("resume", "suspend", "resume-fail", "prolog")
 
 
 def test_program_is_a_plain_module_not_group_writable():
@@ -160,6 +184,51 @@ def test_invalid_config_is_a_config_error(tmp_path):
         module.Config({"api_server": "http://x", "namespace": "n", "token_file": "t", "groups": []})
     with pytest.raises(module.ConfigError):
         module.Config({"api_server": "http://x", "namespace": "n", "token_file": "/t", "groups": [{"name": "x"}]})
+
+
+# ----------------------------------------------------------------------------------------- prolog
+def test_prolog_waits_until_the_jobs_burst_nodes_have_registered(env, fake):
+    env.node_states({"burst-0": ["ALLOCATED+CLOUD+POWERED_DOWN", "ALLOCATED+CLOUD+POWERING_UP", "ALLOCATED+CLOUD"],
+                     "burst-1": ["ALLOCATED+CLOUD+POWERING_UP", "MIXED+CLOUD"]})
+    started = time.monotonic()
+    result = env.run("prolog", "n1,burst-[0-1]", {"SLURM_JOB_ID": "42"})
+    assert result.returncode == 0, env.log_text()
+    # one read of both burst nodes per poll, the always-on node left out; the third read finds both up
+    assert env.scontrol_calls() == ["show node --oneliner burst-0,burst-1"] * 3
+    assert re.search(r"prolog INFO job 42: every burst node registered after \d+[.]\d s", env.log_text()), env.log_text()
+    assert time.monotonic() - started < 10
+    assert fake.requests == []
+
+
+def test_prolog_of_a_job_without_burst_nodes_reads_nothing(env):
+    result = env.run("prolog", "n[1-2]", {"SLURM_JOB_ID": "7"})
+    assert result.returncode == 0 and env.scontrol_calls() == []
+    assert "job 7: no burst node" in env.log_text()
+
+
+def test_prolog_leaves_a_node_that_went_down_to_slurm(env):
+    env.node_states({"burst-2": ["ALLOCATED+CLOUD+POWERING_UP", "DOWN+CLOUD+POWERED_DOWN"]})
+    result = env.run("prolog", "burst-2", {"SLURM_JOB_ID": "8"})
+    assert result.returncode == 0 and len(env.scontrol_calls()) == 2
+    assert "job 8: burst-2 DOWN: left to Slurm (ResumeTimeout, requeue)" in env.log_text()
+
+
+def test_prolog_gives_up_at_the_groups_resume_timeout_and_still_exits_0(tmp_path, fake):
+    env = Env(tmp_path, fake, groups=[{"name": "burst", "prefix": "burst-", "count": 4,
+                                       "pod_template": str(tmp_path / "pod-burst.json"), "resume_timeout": 1}])
+    env.node_states({"burst-0": ["ALLOCATED+CLOUD+POWERING_UP"]})
+    result = env.run("prolog", "burst-0", {"SLURM_JOB_ID": "9"})
+    assert result.returncode == 0
+    assert "job 9: burst-0 not registered within its ResumeTimeout: left to Slurm" in env.log_text()
+
+
+def test_prolog_exits_0_when_the_nodes_cannot_be_read(env):
+    Path(str(env.scontrol) + ".mode").write_text("fail-show")
+    env.node_states({"burst-0": ["ALLOCATED+CLOUD+POWERING_UP"]})
+    result = env.run("prolog", "burst-0", {"SLURM_JOB_ID": "10"})
+    assert result.returncode == 0
+    assert re.search(r"prolog WARNING job 10: .*show node --oneliner burst-0: exit 1.*: launch left to slurmctld's "
+                     r"periodic job check", env.log_text()), env.log_text()
 
 
 # ----------------------------------------------------------------------------------------- resume
