@@ -136,7 +136,8 @@ class SlurmHostCluster:
             "ReturnToService=2",
             "MpiDefault=none",
             "SlurmdTimeout=30",
-            "KillWait=12",
+            # a job that ignores SIGTERM stays COMPLETING this long: the window a test reads it in, on a loaded machine
+            "KillWait=30",
             "MinJobAge=300",
             "TreeWidth=65533",
             "SchedulerParameters=sched_interval=1",

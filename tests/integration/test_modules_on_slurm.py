@@ -103,11 +103,16 @@ def test_down_refuses_a_node_with_a_job_and_resume_brings_ours_back(cluster, run
 
 
 def test_completing_job_counts_as_active_until_it_is_gone(cluster, run_module):
-    # The batch shell ignores SIGTERM, so after scancel the job stays COMPLETING until KillWait (12 s)
-    # ends with SIGKILL: a restart in that window could lose its end record.
-    job = submit(cluster, "n2", "trap '' TERM; while true; do sleep 1; done")
+    # The batch shell ignores SIGTERM, so after scancel the job stays COMPLETING until KillWait (30 s)
+    # ends with SIGKILL: a restart in that window could lose its end record. scancel only once the shell
+    # has set its trap (the marker file): Slurm says RUNNING before slurmstepd has started the script, and
+    # a SIGTERM that comes first ends the job at once (CI saw it CANCELLED, never COMPLETING, under load).
+    marker = cluster.workdir / "completing-job-trap-set"
+    marker.unlink(missing_ok=True)
+    job = submit(cluster, "n2", "trap '' TERM; touch %s; while true; do sleep 1; done" % marker)
+    wait_for(marker.exists, 60, "job %s to set its trap (%s)" % (job, marker))
     cluster.run(["scancel", job])
-    wait_for(lambda: job_state(cluster, job) == "COMPLETING", 10, "job %s to be COMPLETING" % job)
+    wait_for(lambda: job_state(cluster, job) == "COMPLETING", 20, "job %s to be COMPLETING" % job)
     queue = run_module("slurm_job_info", {})
     assert [j["job_id"] for j in queue.get("active_jobs", [])] == [job], queue
     assert queue["active_jobs"][0]["state"] == "completing"
