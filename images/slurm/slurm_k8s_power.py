@@ -293,17 +293,21 @@ def _expect(method: str, path: str, status: int, body: dict, *ok: int) -> None:
 
 
 # ------------------------------------------------------------------------------------------ Slurm
-def expand_hostlist(scontrol: str, hostlist: str) -> list[str]:
-    """`scontrol show hostnames HOSTLIST` (argument list, no shell)."""
+def _scontrol(argv: list[str], timeout: float) -> str:
+    """Run one scontrol call (argument list, no shell) and return its output; any failure is a SlurmCommandError
+    naming the command."""
     try:
-        proc = subprocess.run([scontrol, "show", "hostnames", hostlist], capture_output=True, text=True,
-                              timeout=30, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SlurmCommandError("%s show hostnames %s: %s" % (scontrol, hostlist, exc)) from exc
+        raise SlurmCommandError("%s: %s" % (" ".join(argv), exc)) from exc
     if proc.returncode != 0:
-        raise SlurmCommandError("%s show hostnames %s: exit %d: %s"
-                                % (scontrol, hostlist, proc.returncode, proc.stderr.strip()))
-    nodes = proc.stdout.split()
+        raise SlurmCommandError("%s: exit %d: %s" % (" ".join(argv), proc.returncode, proc.stderr.strip()))
+    return proc.stdout
+
+
+def expand_hostlist(scontrol: str, hostlist: str) -> list[str]:
+    """`scontrol show hostnames HOSTLIST`."""
+    nodes = _scontrol([scontrol, "show", "hostnames", hostlist], timeout=30).split()
     if not nodes:
         raise SlurmCommandError("hostlist %r expands to no node" % hostlist)
     return nodes
@@ -317,33 +321,20 @@ GIVEN_UP_STATES = frozenset(("DOWN", "FUTURE", "UNKNOWN"))
 
 def node_states(scontrol: str, nodes: list[str]) -> dict[str, tuple[str, frozenset]]:
     """node -> (base state, flags) from one `scontrol show node --oneliner NODES`."""
-    argv = [scontrol, "show", "node", "--oneliner", ",".join(nodes)]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SlurmCommandError("%s: %s" % (" ".join(argv), exc)) from exc
-    if proc.returncode != 0:
-        raise SlurmCommandError("%s: exit %d: %s" % (" ".join(argv), proc.returncode, proc.stderr.strip()))
     states = {}
-    for line in proc.stdout.splitlines():
+    for line in _scontrol([scontrol, "show", "node", "--oneliner", ",".join(nodes)], timeout=30).splitlines():
         name = re.search(r"(?:^|\s)NodeName=(\S+)", line)
         state = re.search(r"(?:^|\s)State=(\S+)", line)
         if name and state:
+            # State=BASE[+FLAG...], each part possibly with sinfo-style suffixes (*, ~, #, ...)
             parts = [part.rstrip("*~#!%$@^-") for part in state.group(1).upper().split("+")]
-            flags = set(parts[1:]) | ({"NOT_RESPONDING"} if state.group(1).split("+")[0].endswith("*") else set())
-            states[name.group(1)] = (parts[0], frozenset(flags))
+            states[name.group(1)] = (parts[0], frozenset(parts[1:]))
     return states
 
 
 def resume_nodes_in_slurm(scontrol: str, nodes: list[str]) -> None:
     """DOWN+POWERED_DOWN -> IDLE+POWERED_DOWN (idle~), so that Slurm may power the nodes up again."""
-    argv = [scontrol, "update", "nodename=" + ",".join(nodes), "state=resume"]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SlurmCommandError("%s: %s" % (" ".join(argv), exc)) from exc
-    if proc.returncode != 0:
-        raise SlurmCommandError("%s: exit %d: %s" % (" ".join(argv), proc.returncode, proc.stderr.strip()))
+    _scontrol([scontrol, "update", "nodename=" + ",".join(nodes), "state=resume"], timeout=60)
 
 
 # --------------------------------------------------------------------------------------- commands
