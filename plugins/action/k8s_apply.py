@@ -119,12 +119,17 @@ class ActionModule(ActionBase):
         return _manifests.split_policies(definitions, args["state"], args["network_policies"])
 
     # --- reading ----------------------------------------------------------------------------------------
-    def _query(self, step, **query):
-        """Objects from the kubernetes.core.k8s lookup (in this process); an API error stops everything."""
+    def _query(self, step, unserved_is_empty=False, **query):
+        """Objects from the kubernetes.core.k8s lookup (in this process); an API error stops everything, except,
+        with `unserved_is_empty`, a kind the API does not serve (the client's ResourceNotFoundError, as raised
+        or wrapped by the lookup): then there is no object."""
         try:
             return lookup_loader.get("kubernetes.core.k8s", loader=self._loader, templar=self._templar).run(
                 [], variables=self._task_vars, **dict(query, **self._auth))
         except Exception as error:  # the lookup raises AnsibleError and the client's own errors alike
+            if unserved_is_empty and (
+                    type(error).__name__ == "ResourceNotFoundError" or "No matches found for" in str(error)):
+                return []
             raise AnsibleActionFail("%s: %s" % (step, error)) from None
 
     @staticmethod
@@ -134,32 +139,18 @@ class ActionModule(ActionBase):
         group = api_version.rpartition("/")[0]
         return "." in group and not group.endswith(".k8s.io")
 
-    def _existing(self, definitions):
-        """The definitions whose object exists, from one list per kind and namespace. A custom resource's
-        kind that the API does not serve (its CustomResourceDefinition is not installed) has no object;
-        any other error stops everything."""
+    def _live(self, definitions, unserved_custom_is_empty=False):
+        """The live objects of `definitions`, one list per kind and namespace. With `unserved_custom_is_empty`,
+        a custom resource's kind that the API does not serve (its CustomResourceDefinition is not installed)
+        has no object; any other error stops everything."""
         live = []
         for read in k8s_reads(definitions):
             query = {key: value for key, value in read.items() if key != "name"}
             if "name" in read:
                 query["resource_name"] = read["name"]
-            try:
-                live += lookup_loader.get("kubernetes.core.k8s", loader=self._loader, templar=self._templar).run(
-                    [], variables=self._task_vars, **dict(query, **self._auth))
-            except Exception as error:  # the client's ResourceNotFoundError, as raised or wrapped by the lookup
-                if self._custom(read["api_version"]) and (
-                        type(error).__name__ == "ResourceNotFoundError" or "No matches found for" in str(error)):
-                    continue
-                raise AnsibleActionFail("reading the live %s objects: %s" % (read["kind"], error)) from None
-        return k8s_existing(definitions, live)
-
-    def _live(self, stamped):
-        live = []
-        for read in k8s_reads(stamped):
-            query = {key: value for key, value in read.items() if key != "name"}
-            if "name" in read:
-                query["resource_name"] = read["name"]
-            live += self._query("reading the live %s objects" % read["kind"], **query)
+            live += self._query("reading the live %s objects" % read["kind"],
+                                unserved_is_empty=unserved_custom_is_empty and self._custom(read["api_version"]),
+                                **query)
         return live
 
     # --- writing ----------------------------------------------------------------------------------------
@@ -217,7 +208,7 @@ class ActionModule(ActionBase):
         deletion of what does not exist costs a read and no module run: a no-op site.yml deletes, every time,
         the parts the cluster does not run. Foreground propagation with wait: an object is gone only once
         its dependents are (a StatefulSet's pods have stopped, their preStop hooks have run)."""
-        existing = self._existing(definitions) if definitions else []
+        existing = k8s_existing(definitions, self._live(definitions, unserved_custom_is_empty=True)) if definitions else []
         for group in (_secrets(existing), _plain(existing)):
             if group:
                 report["deleted"] += self._module("deleting %s" % ", ".join(map(_name, group)), "kubernetes.core.k8s", {
