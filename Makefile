@@ -19,7 +19,7 @@ export LOCALKUBE_USERS_LOCK := /run/lock/hpc-slurm-k8s-localkube-users.lock
 KUBE_BIN = $(shell bash $(ROOT)/tests/localkube/build.sh --print 2>/dev/null | sed -n 's/^kubernetes=//p')
 VERSION := $(shell awk '/^version:/ { print $$2 }' $(ROOT)/galaxy.yml)
 
-.PHONY: test checks deps sanity units lint static integration localkube e2e e2e-and-readme molecule-then-readme k8s molecule readme up down clean
+.PHONY: test checks deps sanity units lint static integration localkube e2e e2e-and-readme molecule-then-readme k8s molecule readme up down slurm-parameters clean
 
 ## test: every tier, then README's own commands (`make up` ... `make down`, which stops the local
 ## Kubernetes: last). The checks without a cluster (T0, T1, T2) run two at a time: each of them keeps one
@@ -133,6 +133,14 @@ up: deps
 
 down:
 	bash tests/localkube/up.sh --down
+
+## slurm-parameters: write plugins/plugin_utils/slurm_parameters.json (and its docs/slurm-parameters-table.md) from a clone of SchedMD's Slurm
+## repository with its tags (docs/slurm-parameters.md): make slurm-parameters SLURM_REPO=/path/to/slurm
+slurm-parameters:
+	@test -n "$(SLURM_REPO)" || { echo "set SLURM_REPO to a clone of SchedMD/slurm (with tags)"; exit 2; }
+	python3 tools/slurm_parameters.py $(SLURM_REPO) > plugins/plugin_utils/slurm_parameters.json.new
+	mv plugins/plugin_utils/slurm_parameters.json.new plugins/plugin_utils/slurm_parameters.json
+	python3 tools/slurm_parameters.py --markdown plugins/plugin_utils/slurm_parameters.json > docs/slurm-parameters-table.md
 
 clean:
 	rm -rf $(BUILD) tests/output

@@ -18,6 +18,7 @@ MODEL_FILE = ("cluster", "files", "model.yml")
 TEMPLATES = {name: os.path.join(_roles.ROLES_DIR, "cluster", "templates", path) for name, path in {
     "slurmd_pod_parts": "slurmd-pod-parts.yaml.j2",
     "network_policy": "network-policy.yaml.j2",
+    "check_pod": "check-pod.yaml.j2",
 }.items()}
 
 

@@ -25,6 +25,7 @@ from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_accounting im
     plan as accounting_plan,
 )
 from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_runner import SlurmInputError
+from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _slurm_parameters
 
 # --- problems -----------------------------------------------------------------------------------
 
@@ -1123,6 +1124,58 @@ def _group_rules(values):
     return problems
 
 
+# the override dicts of whole Slurm files, and the file each one is written to
+SLURM_FILE_VARIABLES = {"config_slurm_conf_default": "slurm.conf", "config_slurm_conf": "slurm.conf",
+                        "powersave_slurm_conf_extra": "slurm.conf", "config_cgroup_conf_default": "cgroup.conf",
+                        "config_cgroup_conf": "cgroup.conf", "slurmdbd_conf_default": "slurmdbd.conf",
+                        "slurmdbd_conf": "slurmdbd.conf"}
+
+
+def _gres_conf_keys(content):
+    """(line number, key, value) of each key=value of a gres.conf text."""
+    for number, line in enumerate(str(content).split("\n"), 1):
+        for token in line.split("#", 1)[0].split():
+            key, sep, item = token.partition("=")
+            if sep:
+                yield number, key, item
+
+
+def slurm_parameter_problems(values, majors, strict):
+    """The override values Slurm's parameter table (_slurm_parameters) refuses for ``majors``. ``strict``: the
+    cluster runs each of them (the images' majors, once read), and what any refuses is a problem; else it runs
+    one of them (before the images are read: the supported majors), and only what all refuse is."""
+    problems = []
+    newer_allowed = values.get("slurmctld_allow_newer_major") is True
+    # (where a problem of the value is named, where one of the key is, file, key, value)
+    items = [("%s[%r]" % (name, key), "%s key %r" % (name, key), file, key, value)
+             for name, file in SLURM_FILE_VARIABLES.items() if isinstance(values.get(name), dict)
+             for key, value in values[name].items()]
+    extra = values.get("config_extra_files")
+    if isinstance(extra, dict) and isinstance(extra.get("gres.conf"), str):
+        items += [("config_extra_files['gres.conf'] line %d %s" % (number, key),) * 2 + ("gres.conf", key, value)
+                  for number, key, value in _gres_conf_keys(extra["gres.conf"])]
+    for value_where, key_where, file, key, value in items:
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", key):
+            continue  # the grammar rule of the variable names it
+        for part, text in _slurm_parameters.problems(file, key, value, majors, strict):
+            if part == "key" and newer_allowed and not _slurm_parameters.known(file, key):
+                continue  # a newer Slurm than the table knows may have it: its daemons judge
+            problems.append(Problem(value_where if part == "value" else key_where, text))
+    # the rules between keys, over the file as written: the defaults, the power-save keys, the overrides
+    conf = {}
+    for name in ("config_slurm_conf_default", "powersave_slurm_conf_extra", "config_slurm_conf"):
+        if isinstance(values.get(name), dict):
+            conf.update(values[name])
+    if "config_slurm_conf" in values:
+        overridden = {str(key).lower() for key in values["config_slurm_conf"] or {}} \
+            if isinstance(values["config_slurm_conf"], dict) else set()
+        for keys, text in _slurm_parameters.slurm_conf_relations(conf):
+            # named after the key the override sets (the one to change), else the first
+            key = next((key for key in keys if key.lower() in overridden), keys[0])
+            problems.append(Problem("config_slurm_conf['%s']" % key, text))
+    return problems
+
+
 def check(values, rules=None):
     """Every rule of every variable present in ``values``, then the rules across variables."""
     rules = RULES if rules is None else rules
@@ -1134,7 +1187,24 @@ def check(values, rules=None):
         checker = Checker(secret=name in SECRET_VARIABLES)
         checker.run(name, rule, value)
         problems.extend(checker.problems)
-    return problems + _cross_rules(values)
+    # a key whose grammar failed is not judged by the parameter table too: one problem per rule
+    named = [problem.where for problem in problems]
+    parameters = [problem for problem in slurm_parameter_problems(values, _supported_majors(), strict=False)
+                  if not any(_key_path(where).startswith(_key_path(problem.where)) for where in named)]
+    return problems + _cross_rules(values) + parameters
+
+
+def _key_path(where):
+    """"config_slurm_conf['A']" of "config_slurm_conf key 'A'" (a grammar problem of key or value names one)."""
+    found = re.fullmatch(r"(\w+) key (.+)", where)
+    return "%s[%s]" % found.groups() if found else where
+
+
+def _supported_majors():
+    # (the filter module is the one list of them; imported here, where it is needed, to keep this module's
+    # imports free of Ansible's for the modules that share it)
+    from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_versions import SUPPORTED_MAJORS
+    return list(SUPPORTED_MAJORS)
 
 
 def unknown_variables(names, known):

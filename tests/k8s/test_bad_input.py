@@ -6,7 +6,8 @@ rollout's timeout stops it at that node; the requeue policy then converges. Thro
 instance in the namespace is refused, a deployed instance's missing Secret is not silently generated
 again, and no run (check mode included) leaves key material in the controller's temp directory. A first
 deployment whose slurmctld image runs a Slurm major the collection does not support is refused before
-anything of Slurm is created, naming the supported majors."""
+anything of Slurm is created, naming the supported majors. A new slurm.conf that an image's own Slurm refuses
+is never applied."""
 
 from __future__ import annotations
 
@@ -310,6 +311,38 @@ def test_a_missing_secret_of_the_deployed_instance_is_refused_and_restored(deplo
         == {pod["metadata"]["uid"] for pod in login.values()}
 
 
+def _boot_time(deployment):
+    return re.search(r"^BOOT_TIME\s*=\s*(.+)$", deployment.ctld("scontrol", "show", "config").stdout, re.M).group(1)
+
+
+def test_a_slurm_conf_the_images_slurm_refuses_is_never_applied(deployment):
+    """A deployed cluster's new slurm.conf is parsed by each image's own Slurm before it is applied
+    (roles/config/tasks/check.yml): a value the parameter table cannot judge (SlurmctldDebug takes a level name,
+    a string to the table) and a plugin the image lacks stop the run with Slurm's words, and nothing changes: the
+    ConfigMap keeps the running slurm.conf, slurmctld is not reconfigured (a slurmctld in the foreground of its
+    container would re-execute itself on the refused file and stop)."""
+    kube = deployment.kube
+    before = kube.get("configmap", "slurm-config", deployment.namespace)["data"]
+    boot_time = _boot_time(deployment)
+    position = kube.audit_position()
+    proc, _changed, _seconds = deployment.site(
+        "-e", json.dumps({"config_slurm_conf": {"SlurmctldDebug": "loud", "SchedulerType": "sched/nope"}}), check=False)
+    assert proc.returncode != 0
+    for text in ("refused: the Slurm of slurmctld_image (hpc-slurm-k8s/slurm-daemon:%s) does not accept the new"
+                 " slurm.conf: slurm.conf: scontrol: error: Invalid SlurmctldDebug loud" % deployment.tag,
+                 "slurm.conf: this image has no plugin sched/nope",
+                 "the Slurm of slurmd_image (hpc-slurm-k8s/slurm:%s) does not accept the new slurm.conf" % deployment.tag,
+                 "Nothing was changed: the ConfigMap slurm-config still holds the slurm.conf the cluster runs, and"
+                 " Slurm was not reconfigured"):
+        assert text in proc.stdout, (text, proc.stdout[-3000:])
+    # the short-lived check pod, nothing else
+    written = {(w["objectRef"]["resource"], w["objectRef"].get("name")) for w in kube.writes_since(position, deployment.namespace)}
+    assert written <= {("pods", "slurm-config-check")} and ("pods", "slurm-config-check") in written, written
+    assert kube.get("pods", namespace=deployment.namespace, selector="app.kubernetes.io/name=slurm-config-check")["items"] == []
+    assert kube.get("configmap", "slurm-config", deployment.namespace)["data"] == before
+    assert _boot_time(deployment) == boot_time
+
+
 def image_that_says(deployment, tmp_path, image, daemon, version):
     """Our image `image` with `daemon -V` replaced by one that prints `slurm-wlm <version>`, loaded into the
     local Kubernetes (nothing else of the image changes: the version check runs only that)."""
@@ -328,8 +361,9 @@ def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_
     reads the version of each image and stops before anything of Slurm exists, (1) for Slurm 27.05, naming the
     supported majors and the variable that accepts a newer one, with which (2) the check lets the run go on,
     (3) for a slurmd image newer than slurmctld's, naming both variables and versions, and (4) for a burst
-    group's image newer than slurmctld's, naming the group's variable, and (5) for metrics with the 24.11 images,
-    whose slurm.conf parser stops at MetricsType."""
+    group's image newer than slurmctld's, naming the group's variable, (5) for metrics with the 24.11 images,
+    whose slurm.conf parser stops at MetricsType, and (6) for an override of a slurm.conf parameter that only
+    26.05 has (check_inputs lets it through: a cluster may run 26.05), judged against the images' 24.11."""
     kube = deployment.kube
     daemon_27 = image_that_says(deployment, tmp_path, "slurm-daemon", "/usr/sbin/slurmctld", "27.05.1")
     node_27 = image_that_says(deployment, tmp_path, "slurm", "/usr/sbin/slurmd", "27.05.1")
@@ -394,5 +428,13 @@ def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_
             "refused: cluster_metrics_enabled needs Slurm 25.11 or newer in every Slurm image",
             "slurmctld_image, slurmdbd_image (hpc-slurm-k8s/slurm-daemon:%s) runs Slurm %s; slurmd_image, login_image"
             " (hpc-slurm-k8s/slurm:%s) runs Slurm %s" % (deployment.tag, version, deployment.tag, version))
+
+        # (6) Slurm's own parameters of the images' major (plugins/plugin_utils/slurm_parameters.json)
+        kube.delete_namespace(namespace)
+        refused_before_slurm(
+            {"config_slurm_conf": {"HealthCheckTimeout": 30}},
+            "refused: the images run Slurm %s, whose configuration parser does not accept: config_slurm_conf key"
+            " 'HealthCheckTimeout': is not a slurm.conf parameter of Slurm %s (only of 26.05)"
+            % (version.rsplit(".", 1)[0], version.rsplit(".", 1)[0]))
     finally:
         kube.delete_namespace(namespace)

@@ -77,6 +77,14 @@ CASES = [
      "config_users[0].shell"),
     ("slurmdbd-conf-injection", {"slurmdbd_conf": {"DebugLevel": "info\nStoragePass=x"}},
      "slurmdbd_conf['DebugLevel']: must not contain a line break"),
+    # Slurm's own parameter table (plugins/plugin_utils/slurm_parameters.json), judged before anything is written
+    ("slurm-conf-below-slurms-minimum", {"config_slurm_conf": {"SchedulerTimeSlice": 0}},
+     "config_slurm_conf['SchedulerTimeSlice']: Slurm 24.11 to 26.05 accept an integer from 5 to 65533 here, got 0"),
+    ("slurm-conf-key-typo", {"config_slurm_conf": {"KilWait": 30}},
+     "config_slurm_conf key 'KilWait': is not a slurm.conf parameter of Slurm 22.05 to 26.05; did you mean KillWait?"),
+    ("slurmdbd-conf-old-name", {"slurmdbd_conf": {"PurgeJobMonths": 12}}, "use PurgeJobAfter"),
+    ("gres-conf-unknown-key", {"config_extra_files": {"gres.conf": "Name=gpu Count=1 Flie=/dev/null\n"}},
+     "config_extra_files['gres.conf'] line 1 Flie: is not a gres.conf parameter"),
     # values that would break pods later
     ("wait-timeout-negative", {"slurmd_wait_timeout": -5}, "slurmd_wait_timeout: must be within 1-604800 seconds"),
     ("replicas-above-max-node-count", {"slurmd_replicas": 5000},
