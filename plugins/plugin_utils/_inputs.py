@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one validation layer for the variables of every role (controller side, no Ansible imports).
+"""The one validation layer for the variables of every role (controller side).
 
 Every variable of every role's argument spec has a rule here (tests/unit/plugins/test_inputs.py
 checks that none is missing). A rule knows the grammar of the place the value ends up in: a line of
@@ -24,6 +24,7 @@ from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_accounting im
     collection_input,
     plan as accounting_plan,
 )
+from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_versions import SUPPORTED_MAJORS
 from ansible_collections.hpc.slurm_k8s.plugins.module_utils._slurm_runner import SlurmInputError
 from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _slurm_parameters
 
@@ -1189,7 +1190,7 @@ def check(values, rules=None):
         problems.extend(checker.problems)
     # a key whose grammar failed is not judged by the parameter table too: one problem per rule
     named = [problem.where for problem in problems]
-    parameters = [problem for problem in slurm_parameter_problems(values, _supported_majors(), strict=False)
+    parameters = [problem for problem in slurm_parameter_problems(values, list(SUPPORTED_MAJORS), strict=False)
                   if not any(_key_path(where).startswith(_key_path(problem.where)) for where in named)]
     return problems + _cross_rules(values) + parameters
 
@@ -1198,13 +1199,6 @@ def _key_path(where):
     """"config_slurm_conf['A']" of "config_slurm_conf key 'A'" (a grammar problem of key or value names one)."""
     found = re.fullmatch(r"(\w+) key (.+)", where)
     return "%s[%s]" % found.groups() if found else where
-
-
-def _supported_majors():
-    # (the filter module is the one list of them; imported here, where it is needed, to keep this module's
-    # imports free of Ansible's for the modules that share it)
-    from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_versions import SUPPORTED_MAJORS
-    return list(SUPPORTED_MAJORS)
 
 
 def unknown_variables(names, known):

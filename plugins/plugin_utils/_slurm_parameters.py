@@ -2,13 +2,13 @@
 # Copyright: (c) 2026, hpc.slurm_k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The parameters Slurm accepts in slurm.conf, cgroup.conf, gres.conf and slurmdbd.conf, per major release,
-and the check of one override value against them (controller side, no Ansible imports).
+and the check of one override value against them (controller side).
 
 The table (slurm_parameters.json) is written by tools/slurm_parameters.py from each release's own sources:
 the parser's table of keys with their value types (src/common/read_config.c and the others: a key that is
 not there stops the daemon at "Parsing error at unrecognized key"), the man page's bounds of the value and the
-minimums the parser's checks state. ``problems(file, key, value, majors)`` says what is wrong with one value
-for the given majors: an unknown key (with a did-you-mean), a key that a major lacks or ignores, a key that
+bounds the parser's own checks state. ``problems(file, key, value, majors, strict)`` says what is wrong with one
+value for the given majors: an unknown key (with a did-you-mean), a key that a major lacks or ignores, a key that
 Slurm replaced (with the replacement), or a value outside its type or bounds (with what Slurm accepts).
 """
 
@@ -19,11 +19,12 @@ import json
 import os
 import re
 
+from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_conf import slurm_conf_value
+
 with open(os.path.join(os.path.dirname(__file__), "slurm_parameters.json"), encoding="utf-8") as _table:
     _TABLE = json.load(_table)
 
 MAJORS = tuple(_TABLE["tags"])
-FILES = tuple(_TABLE["files"])
 # {file: {lower-case key: (key, [variant, ...])}}: Slurm reads keys case-insensitively
 _KEYS = {name: {key.lower(): (key, variants) for key, variants in keys.items()}
          for name, keys in _TABLE["files"].items()}
@@ -69,15 +70,6 @@ def span(majors):
     return majors[0] if len(majors) == 1 else "%s and %s" % (", ".join(majors[:-1]), majors[-1])
 
 
-def _rendered(value):
-    """The value as the collection writes it (plugins/filter/slurm_conf.py): YES/NO, lists joined with ','."""
-    if isinstance(value, bool):
-        return "YES" if value else "NO"
-    if isinstance(value, (list, tuple)):
-        return ",".join(_rendered(item) for item in value)
-    return str(value)
-
-
 def _integer(text, kind):
     """The number Slurm's parser reads (strtol/strtoul with base 0: 0x1f is hex, 017 octal), or None."""
     if text.upper() in ("UNLIMITED", "INFINITE"):
@@ -90,7 +82,7 @@ def _integer(text, kind):
 def _type_problem(variant, value):
     """What is wrong with the value for one variant of a key (None: Slurm accepts it)."""
     kind = variant["type"]
-    text = _rendered(value)
+    text = slurm_conf_value(value)
     if kind == "boolean":
         if text.lower() not in _BOOLEANS:
             return "a boolean (true/false, or YES/NO)"
@@ -194,7 +186,7 @@ def slurm_conf_relations(conf):
     found = []
 
     def number(key, default):
-        text = _rendered(lowered.get(key.lower(), default))
+        text = slurm_conf_value(lowered.get(key.lower(), default))
         value = _integer(text, "uint32")
         return value if value is not None and not isinstance(lowered.get(key.lower()), bool) else None
 
@@ -205,7 +197,7 @@ def slurm_conf_relations(conf):
     if number("SlurmSchedLogLevel", 0) and "slurmschedlogfile" not in lowered:
         found.append((("SlurmSchedLogLevel", "SlurmSchedLogFile"), "SlurmSchedLogLevel needs SlurmSchedLogFile: Slurm stops at 'SlurmSchedLogLevel requires "
                       "SlurmSchedLogFile value'"))
-    if "maxnodecount" in lowered and _rendered(lowered.get("selecttype", "")) != "select/cons_tres":
+    if "maxnodecount" in lowered and slurm_conf_value(lowered.get("selecttype", "")) != "select/cons_tres":
         found.append((("MaxNodeCount", "SelectType"), "MaxNodeCount needs SelectType=select/cons_tres: Slurm stops at 'MaxNodeCount only "
                       "compatible with cons_tres'"))
     return found

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# the collection as `make deps` installs it (ansible_collections/hpc/slurm_k8s), for the tests that import its
+# plugin_utils (test_slurm_parameters.py); in this process only: the ansible processes find it themselves
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / ".cache" / "collections"))
 from slurmhost import ModuleRunner, SlurmHostCluster  # noqa: E402
 
 REQUIRED = ("slurmctld", "slurmd", "slurmdbd", "scontrol", "squeue", "munged", "mariadbd", "ansible")

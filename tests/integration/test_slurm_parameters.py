@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.hpc.slurm_k8s.plugins.filter.slurm_conf import slurm_conf_value
 from ansible_collections.hpc.slurm_k8s.plugins.plugin_utils import _inputs, _slurm_parameters
 
 # the keys of the collection's own slurm.conf that other keys depend on (MaxNodeCount needs cons_tres)
@@ -112,12 +113,12 @@ def test_the_host_parser_agrees_with_the_table_at_its_edges(host_major, parse):
             if _collection_problems(name, value, host_major):
                 continue  # (a rule between keys: FirstJobId at its largest is above MaxJobId's default)
             accepted_count += 1
-            ok, error = parse("%s=%s" % (name, _slurm_parameters._rendered(value)))
+            ok, error = parse("%s=%s" % (name, slurm_conf_value(value)))
             if not ok:
                 disagreements.append("%s=%r accepted by the collection, refused by Slurm: %s" % (name, value, error))
         for value in refused:
             assert _collection_problems(name, value, host_major), "the collection accepts %s=%r" % (name, value)
-            ok, _error = parse("%s=%s" % (name, _slurm_parameters._rendered(value)))
+            ok, _error = parse("%s=%s" % (name, slurm_conf_value(value)))
             if ok:
                 disagreements.append("%s=%r refused by the collection, accepted by Slurm's parser" % (name, value))
     assert not disagreements, "\n".join(disagreements)
@@ -138,7 +139,7 @@ def test_no_generated_value_the_collection_accepts_stops_the_parser(host_major, 
         assert all(str(problem).startswith("config_slurm_conf[%r]" % name)
                    and (repr(value) in str(problem) or "Slurm stops at" in str(problem)) for problem in problems), problems
         return
-    ok, error = parse("%s=%s" % (name, _slurm_parameters._rendered(value)))
+    ok, error = parse("%s=%s" % (name, slurm_conf_value(value)))
     assert ok, "config_slurm_conf %s=%r passed the collection's check, but Slurm %s refuses it: %s" % (
         name, value, host_major, error)
 
