@@ -144,6 +144,8 @@ def test_no_generated_value_the_collection_accepts_stops_the_parser(host_major, 
         name, value, host_major, error)
 
 
+# where Debian's packages put the host's plugins (the script finds it the same way when PluginDir is unset)
+PLUGIN_DIR = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
 CHECK_SCRIPT = Path(__file__).resolve().parents[2] / "roles" / "config" / "files" / "check-slurm-conf.sh"
 
 
@@ -157,6 +159,16 @@ CHECK_SCRIPT = Path(__file__).resolve().parents[2] / "roles" / "config" / "files
     ("SchedulerType=sched/nope", "slurm.conf: this image has no plugin sched/nope"),
     ("PreemptType=preempt/none\nJobCompType=jobcomp/none\nTaskPlugin=task/affinity", None),
     ("MpiDefault=nope", "slurm.conf: this image has no plugin mpi/nope"),
+    # names as Slurm's interfaces take them: auth and cred plugins with or without their prefix; CredType
+    # `slurm` (auth/slurm's credential) lives in auth_slurm.so, which 22.05 does not have (Slurm 23.11 on)
+    ("AuthType=munge\nCredType=munge", None),
+    ("AuthType=auth/munge\nCredType=cred/munge", None),
+    ("CredType=cred/slurm", "slurm.conf: this image has no plugin auth/slurm (auth_slurm.so in "),
+    ("CredType=slurm", "slurm.conf: this image has no plugin auth/slurm"),
+    ("AuthAltTypes=auth/nope", "slurm.conf: this image has no plugin auth/nope"),
+    # PluginDir as Slurm reads it: a list of directories (each must exist), each searched
+    ("PluginDir=/tmp:" + PLUGIN_DIR, None),
+    ("PluginDir=/tmp\nSchedulerType=sched/backfill", "slurm.conf: this image has no plugin sched/backfill"),
 ])
 def test_the_check_a_new_slurm_conf_runs_in_each_image_asks_slurm(host_major, extra, refusal):
     """roles/config/files/check-slurm-conf.sh, which site.yml runs in a short-lived container of each Slurm image

@@ -27,6 +27,9 @@ LOGIN_ENVIRONMENT_JOBS = {
 }
 # what slurmd logs when it loads a login environment by fork (Slurm's own words)
 FORK_FALLBACK = "pid or mnt namespaces are disabled, avoiding clone and falling back to fork"
+# what site.yml writes to judge a changed slurm.conf before it applies it (roles/config/tasks/check.yml): the
+# short-lived pod in which each image's Slurm parses it, applied and deleted
+CONFIG_CHECK_WRITES = frozenset({("patch", "pods", "slurm-config-check"), ("delete", "pods", "slurm-config-check")})
 
 
 # The node's 2 CPUs serve every test cluster at once (three test modules and a Molecule scenario run

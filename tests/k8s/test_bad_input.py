@@ -343,6 +343,45 @@ def test_a_slurm_conf_the_images_slurm_refuses_is_never_applied(deployment):
     assert _boot_time(deployment) == boot_time
 
 
+def test_a_slurm_conf_that_stops_slurmctld_is_taken_back_and_no_job_is_lost(deployment):
+    """A new slurm.conf that the parameter table and both images' parsers accept can still stop slurmctld when the
+    reconfigure re-executes it: JobSubmitPlugins=lua with no job_submit.lua (the plugin exists; its start fails).
+    The run puts the files slurmctld ran back into the ConfigMap, starts it again on them, and fails with
+    slurmctld's words (roles/config/tasks/restore.yml); the job running throughout goes on, the queued one keeps
+    its id and runs, and the next run without the override finds nothing of Slurm's configuration to change."""
+    kube = deployment.kube
+    before = kube.get("configmap", "slurm-config", deployment.namespace)["data"]
+    release = "/tmp/badinput-release"
+    running = deployment.sbatch("-w", "slurmd-0", "--wrap", "while [ ! -e %s ]; do sleep 0.5; done" % release)
+    try:
+        wait_for(lambda: deployment.job_state(running) == "RUNNING", 60, "job %s running" % running)
+        queued = deployment.sbatch("--dependency=afterany:%s" % running, "--wrap", "true")
+        proc, _changed, seconds = deployment.site(
+            "-e", json.dumps({"config_slurm_conf": {"JobSubmitPlugins": "lua"}}), check=False)
+        deployment.timings["site_slurmctld_stopped_and_restored_s"] = seconds
+        out = proc.stdout
+        assert proc.returncode != 0, out[-3000:]
+        for text in ("refused by slurmctld: the reconfigure re-executed it on the new Slurm configuration (slurm.conf),"
+                     " and it stopped: ",
+                     "failed to initialize job_submit plugin",
+                     "The files slurmctld ran are back in the ConfigMap slurm-config, and slurmctld answers on them"
+                     " again"):
+            assert text in out, (text, out[-3000:])
+        assert kube.get("configmap", "slurm-config", deployment.namespace)["data"] == before
+        assert "lua" not in re.search(r"^JobSubmitPlugins\s*=(.*)$", deployment.ctld("scontrol", "show", "config").stdout,
+                                      re.M).group(1)
+        assert deployment.job_state(running) == "RUNNING" and deployment.job_state(queued) == "PENDING"
+        kube.exec(deployment.namespace, "slurmd-0", "touch", release, container="slurmd")
+        for job in (running, queued):
+            wait_for(lambda job=job: deployment.accounted_state(job) == ["COMPLETED"], 120, "job %s completed" % job)
+        proc, changed, _seconds = deployment.site()
+        assert changed == 0 and "RUNNING HANDLER [hpc.slurm_k8s.config : Reconfigure Slurm]" not in proc.stdout, \
+            proc.stdout[-3000:]
+    finally:
+        kube.exec(deployment.namespace, "slurmd-0", "touch", release, container="slurmd", check=False)
+        deployment.ctld("scancel", running, check=False)
+
+
 def image_that_says(deployment, tmp_path, image, daemon, version):
     """Our image `image` with `daemon -V` replaced by one that prints `slurm-wlm <version>`, loaded into the
     local Kubernetes (nothing else of the image changes: the version check runs only that)."""

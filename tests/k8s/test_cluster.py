@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from tests.k8s.cluster import FORK_FALLBACK, LOGIN_ENVIRONMENT_JOBS, SlurmOnKube
+from tests.k8s.cluster import CONFIG_CHECK_WRITES, FORK_FALLBACK, LOGIN_ENVIRONMENT_JOBS, SlurmOnKube
 from tests.support.kube import images_of
 from tests.support.proc import ROOT, collection_version, run, wait_for
 
@@ -281,10 +281,11 @@ def test_slurm_conf_change_is_applied_by_reconfigure_without_restart(cluster):
     assert daemons(after) == daemons(before), "a Slurm pod was replaced or restarted"
     # slurmrestd reads slurm.conf only at start: its Deployment rolls (a new pod Ready before the old goes)
     assert set(after) - set(daemons(after)) != set(before) - set(daemons(before)), "slurmrestd kept its old slurm.conf"
-    # the only objects written: the slurm.conf ConfigMap, an annotation on each pod that mounts it (their kubelets
-    # refresh the files at once), and slurmrestd's pod template (its checksum)
+    # the only objects written: the check pod in which each image's Slurm judged the new file first, the slurm.conf
+    # ConfigMap, an annotation on each pod that mounts it (their kubelets refresh the files at once), and
+    # slurmrestd's pod template (its checksum)
     written = {(w["verb"], w["objectRef"]["resource"], w["objectRef"].get("name")) for w in cluster.kube.writes_since(position, cluster.namespace)}
-    assert written == {("patch", "configmaps", "slurm-config"), ("patch", "deployments", "slurmrestd")} | {
+    assert written == CONFIG_CHECK_WRITES | {("patch", "configmaps", "slurm-config"), ("patch", "deployments", "slurmrestd")} | {
         ("patch", "pods", pod) for pod in before if pod.startswith(CONFIG_READERS)}, written
 
 
