@@ -174,9 +174,19 @@ def test_the_check_a_new_slurm_conf_runs_in_each_image_asks_slurm(host_major, ex
     """roles/config/files/check-slurm-conf.sh, which site.yml runs in a short-lived container of each Slurm image
     before a new slurm.conf reaches the cluster (tests/k8s/test_bad_input.py runs it there), on this host's Slurm."""
     candidate = BASE + "SelectType=select/cons_tres\n" + extra
+    # (as in slurmctld's image, the one that loads AuthAltTypes)
     done = subprocess.run(["sh", str(CHECK_SCRIPT)], capture_output=True, text=True, timeout=60, check=False,
-                          env=dict(os.environ, SLURM_CONF_CANDIDATE=candidate))
+                          env=dict(os.environ, SLURM_CONF_CANDIDATE=candidate, SLURM_CONF_CHECK_AUTH_ALT_TYPES="yes"))
     if refusal is None:
         assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     else:
         assert done.returncode == 1 and refusal in done.stdout, done.stdout + done.stderr
+
+
+def test_the_check_leaves_auth_alt_types_to_the_images_that_load_them():
+    """AuthAltTypes are loaded by slurmctld and slurmdbd only (interfaces/auth.c): the node image, which lacks
+    auth_jwt.so in a cluster whose slurmctld takes JWTs, is not refused for them."""
+    candidate = BASE + "AuthAltTypes=auth/nope\n"
+    done = subprocess.run(["sh", str(CHECK_SCRIPT)], capture_output=True, text=True, timeout=60, check=False,
+                          env=dict(os.environ, SLURM_CONF_CANDIDATE=candidate))
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

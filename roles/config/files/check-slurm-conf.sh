@@ -5,9 +5,10 @@
 # 2. The plugins the file names (*Type, *Types, *Plugin, *Plugins values prefix/name; MpiDefault): a daemon that
 #    cannot load one stops. Slurm loads prefix/name from <dir>/prefix_name.so of any PluginDir entry
 #    (common/plugin.c plugin_load_and_link). Names are taken as Slurm's interfaces take them: AuthType and
-#    AuthAltTypes with or without auth/ (interfaces/auth.c); CredType with or without auth/ or cred/, where
-#    `slurm` is auth/slurm's own credential, inside auth_slurm.so (interfaces/cred.c). A `none` is no plugin,
-#    and a name without a prefix elsewhere is left to the daemon (some interfaces add their prefix).
+#    AuthAltTypes with or without auth/ (interfaces/auth.c; AuthAltTypes only where $SLURM_CONF_CHECK_AUTH_ALT_TYPES
+#    is yes: slurmctld and slurmdbd alone load them); CredType with or without auth/ or cred/, where `slurm` is
+#    auth/slurm's own credential, inside auth_slurm.so (interfaces/cred.c). A `none` is no plugin, and a name
+#    without a prefix elsewhere is left to the daemon (some interfaces add their prefix).
 set -u
 dir=$(mktemp -d)
 conf=$dir/slurm.conf
@@ -32,7 +33,10 @@ plugins=$(grep -i -E '^[A-Za-z]*(Type|Types|Plugin|Plugins)=|^MpiDefault=' "$con
   for plugin in $(printf '%s' "$value" | tr ',' ' '); do
     case $(printf '%s' "$key" | tr '[:upper:]' '[:lower:]') in
       mpidefault) plugin=mpi/$plugin ;;
-      authtype | authalttypes) plugin=auth/${plugin#auth/} ;;
+      authtype) plugin=auth/${plugin#auth/} ;;
+      authalttypes)
+        if [ "${SLURM_CONF_CHECK_AUTH_ALT_TYPES:-no}" != yes ]; then continue; fi
+        plugin=auth/${plugin#auth/} ;;
       credtype)
         plugin=${plugin#auth/}
         plugin=${plugin#cred/}
