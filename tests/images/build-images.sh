@@ -6,8 +6,9 @@
 #   with PORTAL=1 also hpc-slurm-k8s/slurm-notebook:TAG and slurm-portal:TAG (targets notebook and portal)
 # TAG defaults to galaxy.yml's version (else "dev"). Safe to re-run: layers come from the cache.
 # Environment: IMAGE_PREFIX (hpc-slurm-k8s), BUILD_ARGS (extra `docker build` arguments), SLURM_MAJOR
-# (24.11; a line of images/slurm/slurm-majors: its Debian suite is the base, and the newest version of that
-# major in the suite is installed and recorded in the images' labels; any other major fails the build).
+# (a line of images/slurm/slurm-majors, the first by default: its Debian suite is the base, and the newest
+# version of that major in the suite is installed and recorded in the images' labels; any other major fails
+# the build).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -30,7 +31,7 @@ flock 9
 # (fd 9 closed: a dockerd started here would inherit the lock and hold it for as long as it runs)
 "$HERE/start-docker.sh" 9>&-
 
-SLURM_MAJOR=${SLURM_MAJOR:-24.11}
+SLURM_MAJOR=${SLURM_MAJOR:-$(awk '!/^#/ && NF { print $1; exit }' "$ROOT/images/slurm/slurm-majors")}
 SUITE=$(awk -v major="$SLURM_MAJOR" '$1 == major { print $2 }' "$ROOT/images/slurm/slurm-majors")
 if [[ -z $SUITE ]]; then
   log "SLURM_MAJOR=$SLURM_MAJOR is not one of images/slurm/slurm-majors: $(awk '!/^#/ { printf "%s ", $1 }' "$ROOT/images/slurm/slurm-majors")"

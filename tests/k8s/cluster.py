@@ -30,6 +30,30 @@ FORK_FALLBACK = "pid or mnt namespaces are disabled, avoiding clone and falling 
 # what site.yml writes to judge a changed slurm.conf before it applies it (roles/config/tasks/check.yml): the
 # short-lived pod in which each image's Slurm parses it, applied and deleted
 CONFIG_CHECK_WRITES = frozenset({("patch", "pods", "slurm-config-check"), ("delete", "pods", "slurm-config-check")})
+# four MPI ranks, each printing its rank, the size and its pod (python3-mpi4py, on Open MPI, in the node image)
+MPI_HELLO = ("python3 -c 'from mpi4py import MPI; c = MPI.COMM_WORLD; "
+             "print(c.Get_rank(), c.Get_size(), MPI.Get_processor_name())'")
+# the Slurm majors whose Debian packages have Slurm's mpi/pmix plugin (Debian removed it from 26.05: #1149781)
+PMIX_MAJORS = frozenset({"24.11"})
+
+
+def assert_four_ranks_on_both_pods(out):
+    ranks = sorted(line.split() for line in out.splitlines() if line.strip())
+    assert [r[0] for r in ranks] == ["0", "1", "2", "3"] and all(r[1] == "4" for r in ranks), out
+    assert {r[2] for r in ranks} == {"slurmd-0", "slurmd-1"}, out
+
+
+def assert_mpi_across_both_pods(cluster, major):
+    """Four ranks over slurmd-0 and slurmd-1 as alice: srun --mpi=pmix exactly where `major`'s plugin exists,
+    and mpirun inside a batch job's allocation on every major."""
+    plugins = cluster.ssh("srun --mpi=list").stdout.split()
+    assert ("pmix" in plugins) == (major in PMIX_MAJORS), (major, plugins)
+    if "pmix" in plugins:
+        assert_four_ranks_on_both_pods(cluster.ssh("srun --mpi=pmix -N2 -n4 --overcommit " + MPI_HELLO, timeout=240).stdout)
+    job = cluster.ssh("sbatch --parsable --wait -N2 -n4 --overcommit -o mpirun-%%j.out --wrap %s"
+                      % shlex.quote("mpirun " + MPI_HELLO), timeout=240).stdout.strip()
+    assert_four_ranks_on_both_pods(cluster.ssh("cat mpirun-%s.out" % job).stdout)
+
 
 
 # The node's 2 CPUs serve every test cluster at once (three test modules and a Molecule scenario run

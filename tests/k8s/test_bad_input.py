@@ -399,17 +399,21 @@ def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_
     """Images whose daemons say another Slurm version (ours with `-V` replaced), on a first deployment: site.yml
     reads the version of each image and stops before anything of Slurm exists, (1) for Slurm 27.05, naming the
     supported majors and the variable that accepts a newer one, with which (2) the check lets the run go on,
-    (3) for a slurmd image newer than slurmctld's, naming both variables and versions, and (4) for a burst
-    group's image newer than slurmctld's, naming the group's variable, (5) for metrics with the 24.11 images,
-    whose slurm.conf parser stops at MetricsType, and (6) for an override of a slurm.conf parameter that only
-    26.05 has (check_inputs lets it through: a cluster may run 26.05), judged against the images' 24.11."""
+    (3) for a slurmd image newer than slurmctld's (the module's 26.05 beside a slurmctld that says 24.11),
+    naming both variables and versions, and (4) for a burst group's image newer than slurmctld's, naming the
+    group's variable, (5) for metrics with images that say 24.11, whose slurm.conf parser stops at MetricsType,
+    and (6) for an override of a slurm.conf parameter that only 26.05 has (check_inputs lets it through: a
+    cluster may run 26.05), judged against those images' 24.11."""
     kube = deployment.kube
     daemon_27 = image_that_says(deployment, tmp_path, "slurm-daemon", "/usr/sbin/slurmctld", "27.05.1")
     node_27 = image_that_says(deployment, tmp_path, "slurm", "/usr/sbin/slurmd", "27.05.1")
-    node_26 = image_that_says(deployment, tmp_path, "slurm", "/usr/sbin/slurmd", "26.05.5")
+    daemon_24 = image_that_says(deployment, tmp_path, "slurm-daemon", "/usr/sbin/slurmctld", "24.11.5")
+    node_24 = image_that_says(deployment, tmp_path, "slurm", "/usr/sbin/slurmd", "24.11.5")
+    node = "hpc-slurm-k8s/slurm:%s" % deployment.tag
+    older = {"slurmctld_image": daemon_24, "slurmdbd_image": daemon_24, "slurmd_image": node_24, "login_image": node_24}
     labels = json.loads(run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}",
                              "hpc-slurm-k8s/slurm-daemon:%s" % deployment.tag]).stdout)
-    version = labels["io.github.hpc-slurm-k8s.slurm.version"].split("-", 1)[0]   # 24.11.5-4+deb13u1 -> 24.11.5
+    version = labels["io.github.hpc-slurm-k8s.slurm.version"].split("-", 1)[0]   # 26.05.5-1 -> 26.05.5
     namespace = "slurm-newer"
     kube.delete_namespace(namespace)
 
@@ -449,31 +453,30 @@ def test_slurm_images_the_collection_or_slurm_do_not_support_are_refused_before_
         # slurmd newer than slurmctld: Slurm does not run that mix, though both majors are supported
         kube.delete_namespace(namespace)
         refused_before_slurm(
-            {"slurmd_image": node_26},
-            "refused: slurmd_image (%s) runs Slurm 26.05.5 and slurmctld_image (hpc-slurm-k8s/slurm-daemon:%s) Slurm %s:"
-            " slurmd must not be newer than slurmctld" % (node_26, deployment.tag, version))
+            dict(older, slurmd_image=node),
+            "refused: slurmd_image (%s) runs Slurm %s and slurmctld_image (%s) Slurm 24.11.5:"
+            " slurmd must not be newer than slurmctld" % (node, version, daemon_24))
 
         # (4) the same for a burst group's own image: its pods run slurmd, made later by slurm-k8s-power
         kube.delete_namespace(namespace)
         refused_before_slurm(
-            {"powersave_groups": [{"name": "gpu", "count": 1, "cpus": 1, "memory_mib": 512, "image": node_26}]},
-            "refused: powersave_groups[gpu].image (%s) runs Slurm 26.05.5 and slurmctld_image (hpc-slurm-k8s/slurm-daemon:%s)"
-            " Slurm %s: burst-gpu must not be newer than slurmctld" % (node_26, deployment.tag, version))
+            dict(older, powersave_groups=[{"name": "gpu", "count": 1, "cpus": 1, "memory_mib": 512, "image": node}]),
+            "refused: powersave_groups[gpu].image (%s) runs Slurm %s and slurmctld_image (%s)"
+            " Slurm 24.11.5: burst-gpu must not be newer than slurmctld" % (node, version, daemon_24))
 
-        # (5) metrics need Slurm 25.11 or newer in every image: the module's images are 24.11
+        # (5) metrics need Slurm 25.11 or newer in every image
         kube.delete_namespace(namespace)
         refused_before_slurm(
-            {"cluster_metrics_enabled": True},
+            dict(older, cluster_metrics_enabled=True),
             "refused: cluster_metrics_enabled needs Slurm 25.11 or newer in every Slurm image",
-            "slurmctld_image, slurmdbd_image (hpc-slurm-k8s/slurm-daemon:%s) runs Slurm %s; slurmd_image, login_image"
-            " (hpc-slurm-k8s/slurm:%s) runs Slurm %s" % (deployment.tag, version, deployment.tag, version))
+            "slurmctld_image, slurmdbd_image (%s) runs Slurm 24.11.5; slurmd_image, login_image (%s) runs Slurm 24.11.5"
+            % (daemon_24, node_24))
 
         # (6) Slurm's own parameters of the images' major (plugins/plugin_utils/slurm_parameters.json)
         kube.delete_namespace(namespace)
         refused_before_slurm(
-            {"config_slurm_conf": {"HealthCheckTimeout": 30}},
-            "refused: the images run Slurm %s, whose configuration parser does not accept: config_slurm_conf key"
-            " 'HealthCheckTimeout': is not a slurm.conf parameter of Slurm %s (only of 26.05)"
-            % (version.rsplit(".", 1)[0], version.rsplit(".", 1)[0]))
+            dict(older, config_slurm_conf={"HealthCheckTimeout": 30}),
+            "refused: the images run Slurm 24.11, whose configuration parser does not accept: config_slurm_conf key"
+            " 'HealthCheckTimeout': is not a slurm.conf parameter of Slurm 24.11 (only of 26.05)")
     finally:
         kube.delete_namespace(namespace)

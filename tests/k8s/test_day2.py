@@ -14,6 +14,7 @@ job; upgrade.yml and scale.yml with the slurmctld pod gone; the dump restores; s
 refused while a job runs, keeping the volumes, idempotent, then with teardown_delete_volumes removing
 the claims of the volumeClaimTemplates too. Every Slurm-side step of the playbooks runs in the pods
 through the kubernetes.core.kubectl connection.
+The first test runs MPI on 24.11 (srun --mpi=pmix, which 26.05's Debian packages lack, and mpirun).
 The images get tags of their own: day2-old is Slurm 24.11, day2-new and day2-newer Slurm 26.05 (two builds of
 it with another version label, so another image id): the image upgrade crosses three major releases as
 SchedMD's rule allows, slurmdbd converting the accounting database and slurmctld reading 24.11's state; a
@@ -32,7 +33,8 @@ import time
 
 import pytest
 
-from tests.k8s.cluster import CONFIG_CHECK_WRITES, FORK_FALLBACK, LOGIN_ENVIRONMENT_JOBS, SlurmOnKube
+from tests.k8s.cluster import (CONFIG_CHECK_WRITES, FORK_FALLBACK, LOGIN_ENVIRONMENT_JOBS, SlurmOnKube,
+                               assert_mpi_across_both_pods)
 from tests.support.proc import wait_for
 
 NAME = "day2"
@@ -75,6 +77,32 @@ def images(cluster):
     """pod -> the image its (first) container runs, as the kubelet reports it."""
     return {name: pod["status"]["containerStatuses"][0]["image"]
             for name, pod in cluster.kube.pods(cluster.namespace).items() if not name.startswith("login-")}
+
+
+def test_mpi_on_the_24_11_images_with_srun_and_mpirun(cluster):
+    """24.11, the older major users may still choose: four MPI ranks over both workers with srun --mpi=pmix
+    (its Debian packages have the PMIx plugin) and with mpirun in a batch job, before the upgrade to 26.05."""
+    cluster.wait_for_login()   # a fresh NodePort: kube-proxy may forward it moments after the login pod is Ready
+    assert_mpi_across_both_pods(cluster, OLD_MAJOR)
+
+
+def test_the_modules_on_24_11(cluster):
+    """The node and queue modules (drain, check mode, idempotence, the queue, resume what they drained) in the
+    slurmctld pod: the playbook test_cluster.py runs on the default 26.05, here on 24.11."""
+    cluster.run_modules(OLD_MAJOR)
+
+
+def test_jobs_that_load_the_users_login_environment_on_24_11(cluster):
+    """Jobs that make slurmd load alice's login environment (--export=NONE...) on 24.11's slurmd (test_cluster.py
+    runs them on the default 26.05): each runs with it, and no slurmd container restarts (test_cluster.py says why
+    they used to end every job on the node)."""
+    restarts = {name: identity for name, identity in cluster.kube.pod_identity(cluster.namespace).items()
+                if name.startswith("slurmd-")}
+    assert cluster.jobs_with_the_users_login_environment("slurmd-1") == LOGIN_ENVIRONMENT_JOBS
+    assert {name: identity for name, identity in cluster.kube.pod_identity(cluster.namespace).items()
+            if name.startswith("slurmd-")} == restarts
+    log = cluster.kube.kubectl("logs", "-n", cluster.namespace, "slurmd-1", "-c", "slurmd").stdout
+    assert log.count(FORK_FALLBACK) >= len(LOGIN_ENVIRONMENT_JOBS), log[-3000:]
 
 
 def test_a_noop_upgrade_drains_nothing_and_a_change_is_refused_while_a_job_runs(cluster):
@@ -364,24 +392,6 @@ def test_rolling_upgrade_keeps_scheduling_and_waits_for_each_workers_job(cluster
     # replaced the login pod (Recreate): kube-proxy forwards the NodePort to the new one moments after it is Ready
     cluster.wait_for_login()
     assert sorted(cluster.ssh("srun -N2 hostname").stdout.split()) == ["slurmd-0", "slurmd-1"]   # task order is not defined
-
-
-def test_the_modules_on_the_new_major(cluster):
-    """The node and queue modules (drain, check mode, idempotence, the queue, resume what they drained) in the
-    slurmctld pod of the upgraded cluster: the same playbook as on 24.11 in test_cluster.py, on 26.05 here."""
-    cluster.run_modules(NEW_MAJOR)
-
-
-def test_jobs_that_load_the_users_login_environment_on_the_new_major(cluster):
-    """Jobs that make slurmd load alice's login environment (--export=NONE...) on 26.05's slurmd: each runs with
-    it, and no slurmd container restarts (test_cluster.py says why they used to end every job on the node)."""
-    restarts = {name: identity for name, identity in cluster.kube.pod_identity(cluster.namespace).items()
-                if name.startswith("slurmd-")}
-    assert cluster.jobs_with_the_users_login_environment("slurmd-1") == LOGIN_ENVIRONMENT_JOBS
-    assert {name: identity for name, identity in cluster.kube.pod_identity(cluster.namespace).items()
-            if name.startswith("slurmd-")} == restarts
-    log = cluster.kube.kubectl("logs", "-n", cluster.namespace, "slurmd-1", "-c", "slurmd").stdout
-    assert log.count(FORK_FALLBACK) >= len(LOGIN_ENVIRONMENT_JOBS), log[-3000:]
 
 
 def test_an_unreachable_slurmctld_stops_each_playbook_with_its_own_message(cluster):

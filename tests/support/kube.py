@@ -16,6 +16,18 @@ LOCALKUBE = [sys.executable, str(ROOT / "tests" / "localkube" / "localkube.py")]
 BUILD_IMAGES = ROOT / "tests" / "images" / "build-images.sh"
 KUBECONFIG = localkube.KUBECONFIG
 IMAGE_PREFIX = "hpc-slurm-k8s"
+SLURM_MAJORS = ROOT / "images" / "slurm" / "slurm-majors"
+
+
+def slurm_majors():
+    """images/slurm/slurm-majors as {major: Debian suite}, in its order (the first is the default)."""
+    return dict(line.split() for line in SLURM_MAJORS.read_text().splitlines() if line.strip() and not line.startswith("#"))
+
+
+def default_slurm_major():
+    """The Slurm major of the images built without an explicit one: SLURM_MAJOR's, else slurm-majors' first
+    (as build-images.sh)."""
+    return os.environ.get("SLURM_MAJOR") or next(iter(slurm_majors()))
 
 
 def images_of(tag, portal=False):
