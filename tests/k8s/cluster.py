@@ -55,7 +55,6 @@ def assert_mpi_across_both_pods(cluster, major):
     assert_four_ranks_on_both_pods(cluster.ssh("cat mpirun-%s.out" % job).stdout)
 
 
-
 # The node's 2 CPUs serve every test cluster at once (three test modules and a Molecule scenario run
 # side by side) and the scheduler counts requests, not use: small requests, the usual limits
 # (Burstable pods). An idle Slurm cluster uses ~0.05 CPU.
