@@ -323,6 +323,9 @@ case $ROLE in
     # reconfigure, where the links in /etc/slurm (for commands run in the pod) exist only for the files
     # present at start
     export SLURM_CONF=$CONFIG_DIR/slurm.conf
+    # a slurmctld killed (OOM, SIGKILL, node lost) can leave a state file missing, which 26.05 refuses to start
+    # on, restart after restart: put back what slurmctld's own copies hold (slurmctld-state.sh says why and how)
+    /usr/local/libexec/slurm-k8s-slurmctld-state "$STATE_DIR" "$SLURM_CONF"
     log "starting slurmctld"
     exec /usr/sbin/slurmctld -D "$@" ;;
   slurmdbd)

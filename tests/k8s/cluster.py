@@ -35,6 +35,8 @@ MPI_HELLO = ("python3 -c 'from mpi4py import MPI; c = MPI.COMM_WORLD; "
              "print(c.Get_rank(), c.Get_size(), MPI.Get_processor_name())'")
 # the Slurm majors whose Debian packages have Slurm's mpi/pmix plugin (Debian removed it from 26.05: #1149781)
 PMIX_MAJORS = frozenset({"24.11"})
+# the slurmctld pod's state volume (config role's StateSaveLocation)
+STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 
 
 def assert_four_ranks_on_both_pods(out):
@@ -192,6 +194,23 @@ class SlurmOnKube:
                            % (node, option, shlex.quote(LOGIN_ENVIRONMENT_PROBE)), timeout=120).stdout.strip()
             printed[option] = self.ssh("cat login-env-%s.out" % job).stdout.strip()
         return printed
+
+    def job_state_saved_since(self, moment):
+        """Whether slurmctld has written its job_state file after `moment` (time.time(); the pods share this
+        machine's clock). slurmctld saves its state in the background, at most 5 s after a change (Slurm's
+        SAVE_MAX_WAIT): a job acknowledged before `moment` is on the state volume once this is true."""
+        out = self.ctld("stat", "-c", "%.9Y", "%s/job_state" % STATE_SAVE_LOCATION, check=False).stdout.strip()
+        return bool(out) and float(out) > moment
+
+    def sigkill_slurmctld(self, forget=()):
+        """SIGKILL to the slurmctld process in its container, as the kernel's OOM killer sends it (no shutdown, no
+        last save); the files `forget` removed from StateSaveLocation in the same instant (with their .old copies),
+        as a kill before slurmctld ever wrote them leaves the directory. The kubelet restarts the container."""
+        removed = " ".join("%s/%s %s/%s.old" % (STATE_SAVE_LOCATION, name, STATE_SAVE_LOCATION, name) for name in forget)
+        script = ('rm -f %s; for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = slurmctld ] && kill -KILL "${p#/proc/}"; '
+                  'done; exit 0' % removed)
+        # the exec ends with the container (its processes go with it): its own status says nothing
+        self.ctld("sh", "-c", script, check=False, timeout=60)
 
     def sbatch(self, *args):
         return self.ctld("sbatch", "--parsable", *args).stdout.strip().split(";")[0]

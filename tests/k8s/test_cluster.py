@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from tests.k8s.cluster import (CONFIG_CHECK_WRITES, FORK_FALLBACK, LOGIN_ENVIRONMENT_JOBS, SlurmOnKube,
-                               assert_mpi_across_both_pods)
+from tests.k8s.cluster import (CONFIG_CHECK_WRITES, FORK_FALLBACK, LOGIN_ENVIRONMENT_JOBS, STATE_SAVE_LOCATION,
+                               SlurmOnKube, assert_mpi_across_both_pods)
 from tests.support.kube import default_slurm_major, images_of, slurm_majors
 from tests.support.proc import collection_version, run, wait_for
 
@@ -224,6 +224,43 @@ def test_a_recreated_slurmctld_pod_keeps_pending_jobs_and_node_state(cluster):
     cluster.ctld("scancel", held)
     cluster.ctld("scontrol", "update", "nodename=slurmd-1", "state=resume")
     cluster.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 60)
+
+
+def test_a_killed_slurmctld_starts_again_with_every_job_even_before_its_first_checkpoint(cluster):
+    """SIGKILL to slurmctld (the OOM killer's way: no shutdown, no last save): the kubelet restarts its container
+    on the same state volume, and the running and the held job keep their ids, states and node. The kill is made
+    as one in slurmctld's first five minutes leaves the volume (assoc_usage not written yet: slurmctld writes it at
+    its 300 s checkpoint), which Slurm 26.05 refuses to start on once the cluster has run ("No Assoc usage file
+    to recover", restart after restart): the entrypoint moves clustername aside for that start
+    (images/slurm/slurmctld-state.sh), and slurmctld writes it again with the cluster id slurmdbd gives it."""
+    clustername = cluster.ctld("cat", "%s/clustername" % STATE_SAVE_LOCATION).stdout.strip()
+    running = cluster.ssh("sbatch --parsable -w slurmd-0 -o /dev/null --wrap 'sleep 900'").stdout.strip()
+    held = cluster.ssh("sbatch --parsable --hold -o /dev/null --wrap true").stdout.strip()
+    wait_for(lambda: cluster.job_state(running) == "RUNNING", 90, "job %s running" % running)
+    acknowledged = time.time()
+    # slurmctld saves jobs at most 5 s after a change: a job acknowledged and killed within that is Slurm's loss
+    wait_for(lambda: cluster.job_state_saved_since(acknowledged), 60, "slurmctld's job_state saved after both jobs")
+    restarts = cluster.kube.pod_identity(cluster.namespace)["slurmctld-0"]
+    cluster.sigkill_slurmctld(forget=("assoc_usage",))
+    wait_for(lambda: cluster.kube.pod_identity(cluster.namespace)["slurmctld-0"][1] > restarts[1], 120,
+             "the kubelet restarting slurmctld's container")
+    wait_for(lambda: "UP" in cluster.ctld("scontrol", "ping", check=False).stdout, 180, "slurmctld answering again")
+    assert cluster.kube.pod_identity(cluster.namespace)["slurmctld-0"][0] == restarts[0], "the pod was replaced"
+    log = cluster.kube.kubectl("logs", "-n", cluster.namespace, "slurmctld-0", "-c", "slurmctld").stdout
+    # (the other files of the checkpoint are missing too when the cluster is younger than five minutes)
+    assert "clustername moved aside for this start" in log and re.search(r"never saved [a-z_ ]*assoc_usage", log), log[-3000:]
+    assert cluster.ctld("squeue", "-h", "-j", running, "-o", "%T %N").stdout.split() == ["RUNNING", "slurmd-0"]
+    state = cluster.ctld("squeue", "-h", "-j", held, "-o", "%T %r").stdout.split()
+    assert state[0] == "PENDING" and "Held" in state[1], state
+    # written again by slurmctld, with the id slurmdbd holds for the cluster: the same as before
+    wait_for(lambda: cluster.ctld("cat", "%s/clustername" % STATE_SAVE_LOCATION, check=False).stdout.strip() == clustername,
+             60, "clustername %r written again" % clustername)
+    cluster.ctld("scancel", running, held)
+    cluster.wait_nodes({"slurmd-0": "idle", "slurmd-1": "idle"}, 120)
+    # both in accounting, once each (a job id handed out twice would show two records)
+    # ("CANCELLED by 0", cut to sacct's column)
+    wait_for(lambda: [cluster.accounted_state(job) for job in (running, held)] == [["CANCELLED+"], ["CANCELLED+"]], 120,
+             "jobs %s and %s CANCELLED in sacct, once each" % (running, held))
 
 
 def test_modules_through_the_kubectl_connection(cluster):
