@@ -131,6 +131,21 @@ def accounted_by_name(deployment, names):
     return records
 
 
+def lost_jobs(deployment, jobs):
+    """Waits (within 3 min) until every job of the round (name -> id sbatch gave) has exactly one record in sacct,
+    COMPLETED, under its id; name -> [id, its records] of those that do not."""
+    def records():
+        return accounted_by_name(deployment, list(jobs))
+
+    def lost(found):
+        return {name: [jobs[name], found[name]] for name in sorted(jobs) if found[name] != [(jobs[name], "COMPLETED")]}
+    try:
+        wait_for(lambda: not lost(records()), 180, "every job of the round COMPLETED in sacct")
+    except AssertionError:
+        pass
+    return lost(records())
+
+
 def one_fault(deployment, fault):
     release = "/home/alice/faults-release-%s" % fault
     hold = "while [ ! -e %s ]; do sleep 0.5; done" % release
@@ -178,22 +193,14 @@ def one_fault(deployment, fault):
     nodes = deployment.nodes()
     site, changed, seconds = deployment.site(check=False)
     deployment.ssh("touch %s" % release)
-
-    def kept(records):
-        return all(records[name] == [(jobs[name], "COMPLETED")] for name in jobs)
-    try:
-        wait_for(lambda: kept(accounted_by_name(deployment, list(jobs))), 180, "every job of the round COMPLETED in sacct")
-    except AssertionError:
-        pass
-    records = accounted_by_name(deployment, list(jobs))
-    lost = sorted(name for name in jobs if records[name] != [(jobs[name], "COMPLETED")])
+    lost = lost_jobs(deployment, jobs)
     return {
         "fault": fault,
         "sbatch_again_s": round(sbatch_again, 1) if sbatch_again is not None else None,
         "pods_ready_s": round(ready, 1) if ready is not None else None,
         "running_kept": all(queue.get(name) == (jobs[name], "RUNNING") for name in running),
         "pending_kept": all(queue.get(name) == (jobs[name], "PENDING") for name in pending),
-        "jobs_lost": len(lost), "lost": {name: [jobs[name], records[name]] for name in lost},
+        "jobs_lost": len(lost), "lost": lost,
         # a lost job's id that slurmctld gave to another job of the round
         "ids_handed_out_again": sorted(jobs[name] for name in lost
                                        if any(jobs[other] == jobs[name] for other in jobs if other != name)),
@@ -246,15 +253,7 @@ def api_fault(deployment, fault):
         deployment.ctld("scontrol", "release", ",".join(jobs[name] for name in pending))
     else:
         deployment.ssh("touch %s" % release)
-
-    def kept(records):
-        return all(records[name] == [(jobs[name], "COMPLETED")] for name in jobs)
-    try:
-        wait_for(lambda: kept(accounted_by_name(deployment, list(jobs))), 180, "every job of the round COMPLETED in sacct")
-    except AssertionError:
-        pass
-    records = accounted_by_name(deployment, list(jobs))
-    lost = sorted(name for name in jobs if records[name] != [(jobs[name], "COMPLETED")])
+    lost = lost_jobs(deployment, jobs)
     message = re.search(r"(UPGRADE STOPPED[^\n]*|[a-z_]+: '[^'\n]*' failed:[^\n]*)", cut.stdout)
     return {
         "fault": fault, "cut_at": CUT[fault],
@@ -264,7 +263,7 @@ def api_fault(deployment, fault):
         "pending_kept": all(queue.get(name) == (jobs[name], "PENDING") for name in pending),
         "again_rc": again.returncode, "again_changed": changed, "again_s": round(again_s, 1),
         "nodes_after": nodes_after,
-        "jobs_lost": len(lost), "lost": {name: [jobs[name], records[name]] for name in lost},
+        "jobs_lost": len(lost), "lost": lost,
         "load_average": round(os.getloadavg()[0], 2),
     }
 
