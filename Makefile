@@ -101,11 +101,14 @@ molecule-then-readme: localkube
 k8s: localkube
 	flock --shared $(LOCALKUBE_USERS_LOCK) $(PYTEST) tests/k8s -q -n 3 --dist loadfile --durations=40
 
-## molecule: the scenarios default, existing and upgrade on the same local Kubernetes. `existing` runs on
-## the Slurm cluster that `default` deployed and leaves (--destroy never), as a site runs it on a cluster
-## that is already up: its converge must keep that cluster (idempotence, a job through the login pod).
-## A deployment from scratch is what `default` just proved on this same Kubernetes; a second one would
-## only cost CI time (about 5 minutes). On kind (T4) each scenario deploys its own cluster.
+## molecule: the scenarios default, existing and upgrade on the same local Kubernetes and the same Slurm
+## cluster. `existing` runs on the cluster that `default` deployed and leaves (--destroy never), as a site runs
+## it on a cluster that is already up: its converge must keep that cluster (idempotence, a job through the login
+## pod). `upgrade` then upgrades that cluster: its create copies the images of the new tag into the Kubernetes,
+## its verify refuses while a job runs and upgrades once it has ended, and its destroy is the collection's
+## teardown. A deployment from scratch is what `default` just proved on this same Kubernetes; a second one (the
+## upgrade scenario's converge) and its teardown would only cost CI time (about 5 minutes of the CPU-bound
+## tier). On kind (T4) each scenario deploys its own cluster and runs its whole sequence.
 molecule: export MOLECULE_GLOB := molecule/*/molecule.yml
 molecule: export MOLECULE_CLUSTER := localkube
 molecule: export KUBECONFIG := /var/lib/hpc-localkube/admin.kubeconfig
@@ -117,10 +120,13 @@ molecule: localkube
 	# `existing`: the cluster KUBECONFIG names, with the images default's create step loaded
 	# (this machine's settings, as a site's own vars file: StorageClass, database image, small requests)
 	PATH=$(KUBE_BIN):$$PATH SLURM_K8S_VARS=$(ROOT)/molecule/vars/localkube.yml molecule test -s existing
-	# `existing` never deletes: remove the cluster with the collection's teardown (default's destroy step)
-	PATH=$(KUBE_BIN):$$PATH MOLECULE_PROJECT_DIRECTORY=$(ROOT) ansible-playbook playbooks/teardown.yml \
-	  -e @molecule/vars/existing.yml -e @molecule/vars/localkube.yml -e teardown_force=true -e teardown_delete_volumes=true
-	PATH=$(KUBE_BIN):$$PATH molecule test -s upgrade
+	# `upgrade` on that cluster (the same variables, molecule/vars/localkube.yml, as default's): the images
+	# of the new tag, the refusal and the upgrade, then the teardown (forced, volumes included)
+	PATH=$(KUBE_BIN):$$PATH molecule syntax -s upgrade
+	PATH=$(KUBE_BIN):$$PATH molecule create -s upgrade
+	# (as `molecule test` does, the teardown runs also when the verify fails)
+	PATH=$(KUBE_BIN):$$PATH molecule verify -s upgrade || { PATH=$(KUBE_BIN):$$PATH molecule destroy -s upgrade; exit 1; }
+	PATH=$(KUBE_BIN):$$PATH molecule destroy -s upgrade
 
 ## readme: the commands README.md shows a newcomer, run as written (make up, ssh, kubectl, make down)
 readme:

@@ -16,7 +16,8 @@ ReadWriteMany included).
                                   (first waits until no test holds LOCALKUBE_USERS_LOCK, below)
     localkube.py purge            stop, then delete all cluster state (etcd, volumes, certificates)
     localkube.py status           one line per component
-    localkube.py load-images IMG...   copy images from the Docker engine into containerd (unchanged ones skip)
+    localkube.py load-images IMG...   copy images from the Docker engine into containerd (unchanged ones skip,
+                                  one it has under another name is tagged)
     localkube.py env              shell exports (KUBECONFIG, PATH with kubectl)
 
 Every failure names the component, the reason and the component's log file, and exits 1.
@@ -865,23 +866,35 @@ def cmd_env(_args) -> None:
 
 
 def cmd_load_images(args) -> None:
-    """docker image -> containerd's k8s.io namespace, unless containerd already has that image ID."""
+    """docker image -> containerd's k8s.io namespace, unless containerd already has that image ID: under the
+    same name nothing is done, under another name (the same build tagged for another test module) containerd
+    tags it, which costs no copy (a `docker save | ctr import` of the Slurm images takes tens of seconds of
+    CPU, and the T3 tier is CPU-bound)."""
     bins = binaries()
     crictl = [str(bins["crictl"]), "--runtime-endpoint", "unix://%s" % CONTAINERD_SOCK]
     ctr = [str(bins["ctr"]), "--address", str(CONTAINERD_SOCK), "-n", "k8s.io"]
     if sock_ok(CONTAINERD_SOCK) is not None:
         raise LocalKubeError("containerd", "not running: start the cluster first (localkube.py start)")
-    have = {}
+    have, names_of = {}, {}
     for image in json.loads(run(crictl + ["images", "-o", "json"]).stdout).get("images", []):
         for tag in image.get("repoTags") or []:
             have[tag] = image["id"]
+            names_of.setdefault(image["id"], []).append(tag)
     for image in args.images:
         ident = run([DOCKER, "image", "inspect", "-f", "{{.Id}}", image], check=False)
         if ident.returncode != 0:
             raise LocalKubeError("load-images", "the Docker engine has no image %s (build it first)" % image)
+        ident = ident.stdout.strip()
         full = image if "/" in image.split(":")[0] and "." in image.split("/")[0] else "docker.io/" + image
-        if have.get(full) == ident.stdout.strip():
+        if have.get(full) == ident:
             say("%s: already in containerd" % image)
+            continue
+        if names_of.get(ident):
+            tagged = run(ctr + ["images", "tag", "--force", names_of[ident][0], full], check=False)
+            if tagged.returncode != 0:
+                raise LocalKubeError("load-images", "tagging %s as %s failed: %s"
+                                     % (names_of[ident][0], full, tagged.stderr.strip()))
+            say("%s: tagged in containerd (the same image as %s)" % (image, names_of[ident][0]))
             continue
         start = time.monotonic()
         save = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE)

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from .proc import ROOT, run, wait_for
+from .proc import ROOT, collection_version, run, wait_for
 
 sys.path.insert(0, str(ROOT / "tests" / "localkube"))
 import localkube  # noqa: E402  pylint: disable=wrong-import-position
@@ -33,6 +33,13 @@ def default_slurm_major():
 def images_of(tag, portal=False):
     names = ("slurm", "slurm-daemon", "mariadb-test") + (("slurm-notebook", "slurm-portal") if portal else ())
     return ["%s/%s:%s" % (IMAGE_PREFIX, name, tag) for name in names]
+
+
+def shared_tag(major):
+    """The tag of the build the test modules share for a Slurm major: the collection's version (the tag of
+    `make up` and Molecule) for slurm-majors' first, `<version>-slurm<major>` for another."""
+    version = collection_version()
+    return version if major == next(iter(slurm_majors())) else "%s-slurm%s" % (version, major)
 
 
 class Kube:
@@ -110,12 +117,23 @@ class Kube:
                  120, "the volumes of namespace %s to be deleted" % namespace)
 
     # --- images ---------------------------------------------------------------------------------------
-    def build_and_load_images(self, tag, slurm_major=None, portal=False):
-        """Build the images under `tag` with Docker (of `slurm_major`, else SLURM_MAJOR's or the default, as
-        build-images.sh; with `portal` the portal's two as well) and copy them into containerd (unchanged ones
-        skip)."""
-        env = dict(os.environ, **({"SLURM_MAJOR": slurm_major} if slurm_major else {}), **({"PORTAL": "1"} if portal else {}))
-        run(["bash", BUILD_IMAGES, tag], timeout=1800, env=env)
+    def build_and_load_images(self, tag, slurm_major=None, portal=False, own_build=False):
+        """The images under `tag` (of `slurm_major`, else SLURM_MAJOR's or the default, as build-images.sh; with
+        `portal` the portal's two as well), in Docker and in containerd.
+
+        A test module's tag is the shared build of the collection's version (shared_tag()) tagged again: one
+        image ID for every module, so that containerd tags it instead of copying it once per module
+        (load-images). `own_build`: a build of its own whose version label is `tag`, for a test that needs
+        images that differ (test_day2's upgrades between builds of one Slurm major)."""
+        major = slurm_major or default_slurm_major()
+        env = dict(os.environ, SLURM_MAJOR=major, **({"PORTAL": "1"} if portal else {}))
+        if own_build:
+            run(["bash", BUILD_IMAGES, tag], timeout=1800, env=env)
+        else:
+            shared = shared_tag(major)
+            run(["bash", BUILD_IMAGES, shared], timeout=1800, env=env)
+            for source, target in zip(images_of(shared, portal), images_of(tag, portal)):
+                run(["docker", "tag", source, target])
         run(LOCALKUBE + ["load-images", *images_of(tag, portal)], timeout=900)
 
     def image_id(self, ref):
