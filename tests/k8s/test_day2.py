@@ -57,9 +57,10 @@ def cluster(kube, tmp_path_factory):
                              config_accounts=[{"name": "projx", "qos": ["normal", "short"], "default_qos": "normal"}])
     deployment.backup_dir = workdir / "backups"
     started = time.monotonic()
-    # NEWER is a build of its own: a 26.05 image that differs from NEW's (the shared build) by its version label
-    for tag, major, own_build in ((OLD, OLD_MAJOR, False), (NEW, NEW_MAJOR, False), (NEWER, NEW_MAJOR, True)):
-        kube.build_and_load_images(tag, slurm_major=major, own_build=own_build)
+    # builds of their own: NEW and NEWER differ by their version label only, and a pod's status names its image
+    # by the image ID's first name in containerd (a shared build's would be another module's tag)
+    for tag, major in ((OLD, OLD_MAJOR), (NEW, NEW_MAJOR), (NEWER, NEW_MAJOR)):
+        kube.build_and_load_images(tag, slurm_major=major, own_build=True)
     for name in ("slurm", "slurm-daemon"):
         assert len({kube.image_id("hpc-slurm-k8s/%s:%s" % (name, tag)) for tag in (OLD, NEW, NEWER)}) == 3
     deployment.timings["images_s"] = time.monotonic() - started
