@@ -875,18 +875,15 @@ def cmd_load_images(args) -> None:
     ctr = [str(bins["ctr"]), "--address", str(CONTAINERD_SOCK), "-n", "k8s.io"]
     if sock_ok(CONTAINERD_SOCK) is not None:
         raise LocalKubeError("containerd", "not running: start the cluster first (localkube.py start)")
-    have, names_of = {}, {}
-    for image in json.loads(run(crictl + ["images", "-o", "json"]).stdout).get("images", []):
-        for tag in image.get("repoTags") or []:
-            have[tag] = image["id"]
-            names_of.setdefault(image["id"], []).append(tag)
+    names_of = {image["id"]: image.get("repoTags") or []
+                for image in json.loads(run(crictl + ["images", "-o", "json"]).stdout).get("images", [])}
     for image in args.images:
         ident = run([DOCKER, "image", "inspect", "-f", "{{.Id}}", image], check=False)
         if ident.returncode != 0:
             raise LocalKubeError("load-images", "the Docker engine has no image %s (build it first)" % image)
         ident = ident.stdout.strip()
         full = image if "/" in image.split(":")[0] and "." in image.split("/")[0] else "docker.io/" + image
-        if have.get(full) == ident:
+        if full in names_of.get(ident, []):
             say("%s: already in containerd" % image)
             continue
         if names_of.get(ident):
